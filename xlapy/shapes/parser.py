@@ -198,19 +198,18 @@ class ShapeParser:
 
     def _tiles(self, tile_positions: list) -> tuple[tuple[int, ...], ...]:
         tiles = []
+
+        def tile_dim() -> int:
+            self.skip_space()
+            tile_positions[-1].append(self.pos)
+            if self.eat("*"):
+                return COMBINE_DIMENSION
+            return self.int("a tile dimension (an integer or '*')")
+
         while True:
-            entry_positions: list[int] = []
-            tile_positions.append(entry_positions)
-
-            def tile_dim() -> int:
-                self.skip_space()
-                entry_positions.append(self.pos)
-                if self.eat("*"):
-                    return COMBINE_DIMENSION
-                return self.int("a tile dimension (an integer or '*')")
-
+            tile_positions.append([])
             tiles.append(self._paren_list(tile_dim, "tile"))
-            entry_positions.append(self.pos - 1)  # the closing ')'
+            tile_positions[-1].append(self.pos - 1)  # the closing ')'
             if not self.peek("("):
                 return tuple(tiles)
 

@@ -135,9 +135,8 @@ class LayoutPicture:
             levels = len(self.physical.levels)
             tile_ids = _ids(self._level_ids(physical_coords, min(levels, 1)), r.shape)
             subtile_ids = _ids(self._level_ids(physical_coords, min(levels, 2)), r.shape)
-            labels = ", ".join(
-                str(point[self.outer_dims.index(d)]) if d in self.outer_dims else ":" for d in range(shape.rank)
-            )
+            position = dict(zip(self.outer_dims, point))
+            labels = ", ".join(str(position.get(d, ":")) for d in range(shape.rank))
             title = f"[{labels}]" if shape.rank > 2 else ""
             notes = []
             if shown_rows < rows:
@@ -276,7 +275,8 @@ def _boundary_weights(grid: Grid) -> tuple[np.ndarray, np.ndarray]:
 def _grid_text(grid: Grid) -> str:
     rows, cols = grid.offsets.shape
     h, v = _boundary_weights(grid)
-    texts = [["·" if grid.padding[r, c] else str(grid.offsets[r, c]) for c in range(cols)] for r in range(rows)]
+    texts = [["·" if grid.padding[r, c] else str(grid.offsets[r, c]) for c in range(cols)]
+             for r in range(rows)]
     width = max([len(t) for line in texts for t in line] + [len(str(cols - 1))])
     label_width = len(str(rows - 1))
 
@@ -323,10 +323,10 @@ def _grid_svg(grid: Grid, x0: int, y0: int, cell: int) -> list[str]:
     style = {LIGHT: 'stroke="#d00" stroke-width="1.5"', HEAVY: 'stroke="#000" stroke-width="2.5"'}
     for (r, c), w in np.ndenumerate(h):
         if w:
-            y = y0 + r * cell
-            out.append(f'<line x1="{x0 + c * cell}" y1="{y}" x2="{x0 + (c + 1) * cell}" y2="{y}" {style[w]}/>')
+            x, y = x0 + c * cell, y0 + r * cell
+            out.append(f'<line x1="{x}" y1="{y}" x2="{x + cell}" y2="{y}" {style[w]}/>')
     for (r, c), w in np.ndenumerate(v):
         if w:
-            x = x0 + c * cell
-            out.append(f'<line x1="{x}" y1="{y0 + r * cell}" x2="{x}" y2="{y0 + (r + 1) * cell}" {style[w]}/>')
+            x, y = x0 + c * cell, y0 + r * cell
+            out.append(f'<line x1="{x}" y1="{y}" x2="{x}" y2="{y + cell}" {style[w]}/>')
     return out

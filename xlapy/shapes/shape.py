@@ -37,6 +37,9 @@ class Shape:
             raise XlapyError("dynamic_dimensions must have one entry per dimension")
         if not self.dynamic_dimensions and self.dimensions:
             object.__setattr__(self, "dynamic_dimensions", (False,) * len(self.dimensions))
+        if not self.dimensions and self.layout == Layout():
+            # A scalar's only layout is `{}`, which XLA never prints: keep one form.
+            object.__setattr__(self, "layout", None)
 
     # -- constructors -----------------------------------------------------
     @staticmethod
