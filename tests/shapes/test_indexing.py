@@ -11,6 +11,7 @@ from xlapy.shapes import (
     linear_index,
     logical_index,
     parse_shape,
+    physical_byte_size,
     physical_element_count,
     to_physical,
 )
@@ -103,3 +104,23 @@ def test_bad_arguments_are_errors():
         to_physical(np.zeros((5, 3)), shape)
     with pytest.raises(XlapyError, match="does not match"):
         from_physical(np.zeros(15), shape)
+
+
+@pytest.mark.parametrize(("text", "size"), [
+    ("f32[3,5]", 60),
+    ("f32[3,5]{1,0:T(2,2)}", 96),  # 24 slots of 4 bytes
+    ("bf16[3,5]{1,0:T(8,128)(2,1)}", 2048),
+    ("s4[5]", 5),  # sub-byte elements take a byte each unless the layout packs them
+    ("s4[5]{0:E(4)}", 3),
+    ("pred[8,8,8]{0,2,1:T(8,128)E(32)}", 8 * 8 * 128 * 4),
+    ("c128[2]", 32),
+])
+def test_physical_byte_size(text, size):
+    assert physical_byte_size(parse_shape(text)) == size
+
+
+def test_shapes_built_from_lists_are_hashable_values():
+    from xlapy.shapes import Shape
+
+    shape = Shape("f32", [3, 5])
+    assert shape.dimensions == (3, 5) and hash(shape) == hash(parse_shape("f32[3,5]"))

@@ -12,7 +12,9 @@ from xlapy.shapes.indexing import (
     from_physical,
     linear_index,
     logical_index,
+    physical_byte_size,
     physical_element_count,
+    physical_layout,
     to_physical,
 )
 from xlapy.shapes.layout import COMBINE_DIMENSION, Layout, SplitConfig, default_layout
@@ -23,5 +25,5 @@ __all__ = [
     "COMBINE_DIMENSION", "ELEMENT_TYPES", "UNBOUNDED_SIZE", "ElementType", "Layout", "LayoutError",
     "PhysicalLayout", "Shape", "ShapeParser", "SplitConfig", "TypeKind", "check_layout", "check_shape",
     "default_layout", "element_type", "element_type_of_dtype", "from_physical", "linear_index",
-    "logical_index", "parse_shape", "physical_element_count", "to_physical",
+    "logical_index", "parse_shape", "physical_byte_size", "physical_element_count", "physical_layout", "to_physical",
 ]

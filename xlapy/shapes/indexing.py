@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -159,6 +159,12 @@ class PhysicalLayout:
         return np.broadcast_to(self.linear_index(list(grids)), self.shape.dimensions)
 
 
+@lru_cache(maxsize=512)
+def physical_layout(shape: Shape) -> PhysicalLayout:
+    """The (cached) tiling of ``shape``."""
+    return PhysicalLayout(shape)
+
+
 def _checked_index(shape: Shape, index: Sequence[int]) -> tuple[int, ...]:
     index = tuple(int(i) for i in index)
     if len(index) != shape.rank or any(not 0 <= i < d for i, d in zip(index, shape.dimensions)):
@@ -168,17 +174,28 @@ def _checked_index(shape: Shape, index: Sequence[int]) -> tuple[int, ...]:
 
 def linear_index(shape: Shape, index: Sequence[int]) -> int:
     """Offset in elements of logical ``index`` in the physical buffer of ``shape``."""
-    return int(PhysicalLayout(shape).linear_index(_checked_index(shape, index)))
+    return int(physical_layout(shape).linear_index(_checked_index(shape, index)))
 
 
 def logical_index(shape: Shape, linear: int) -> tuple[int, ...] | None:
     """The logical index at buffer offset ``linear``, or None for a padding slot."""
-    return PhysicalLayout(shape).logical_index(int(linear))
+    return physical_layout(shape).logical_index(int(linear))
 
 
 def physical_element_count(shape: Shape) -> int:
     """Number of elements in the physical buffer of ``shape``, padding included."""
-    return PhysicalLayout(shape).element_count
+    return physical_layout(shape).element_count
+
+
+def physical_byte_size(shape: Shape) -> int:
+    """Bytes of the physical buffer of ``shape``: elements of ``E(n)`` bits packed
+    together when the layout sets an element size, else whole bytes per element
+    (sub-byte types unpacked), as XLA sizes arrays."""
+    count = physical_layout(shape).element_count
+    bits = shape.layout_or_default.element_size_in_bits
+    if bits:
+        return -(-count * bits // 8)
+    return count * shape.type.byte_width
 
 
 def to_physical(array: np.ndarray, shape: Shape, pad_value: object = 0) -> np.ndarray:
@@ -186,7 +203,7 @@ def to_physical(array: np.ndarray, shape: Shape, pad_value: object = 0) -> np.nd
     array = np.asarray(array)
     if array.shape != tuple(shape.dimensions):
         raise XlapyError(f"array of shape {array.shape} does not match {shape}")
-    physical = PhysicalLayout(shape)
+    physical = physical_layout(shape)
     buffer = np.full(physical.element_count, pad_value, dtype=array.dtype)
     buffer[physical.linear_indices().ravel()] = array.ravel()
     return buffer
@@ -195,7 +212,7 @@ def to_physical(array: np.ndarray, shape: Shape, pad_value: object = 0) -> np.nd
 def from_physical(buffer: np.ndarray, shape: Shape) -> np.ndarray:
     """Read the logical array of ``shape`` back out of its 1-D physical buffer."""
     buffer = np.asarray(buffer).ravel()
-    physical = PhysicalLayout(shape)
+    physical = physical_layout(shape)
     if buffer.size != physical.element_count:
         raise XlapyError(f"buffer of {buffer.size} elements does not match {shape} "
                          f"({physical.element_count} elements)")

@@ -13,7 +13,7 @@ from html import escape
 
 import numpy as np
 
-from xlapy.shapes.indexing import PhysicalLayout
+from xlapy.shapes.indexing import physical_layout
 from xlapy.shapes.layout import COMBINE_DIMENSION
 from xlapy.shapes.shape import Shape
 
@@ -75,7 +75,7 @@ class LayoutPicture:
     def __init__(self, shape: Shape, max_rows: int = 32, max_cols: int = 32, max_grids: int = 8,
                  max_buffer_rows: int = 32):
         self.shape = shape
-        self.physical = PhysicalLayout(shape)
+        self.physical = physical_layout(shape)
         self.max_rows, self.max_cols, self.max_grids = max_rows, max_cols, max_grids
         self.max_buffer_rows = max_buffer_rows
         rank = shape.rank
@@ -102,12 +102,15 @@ class LayoutPicture:
             return size
         return -(-size // t) * t
 
-    def _level_ids(self, coords: list, level_count: int) -> list:
-        """Per cell, the tile index after ``level_count`` tile levels."""
-        for level in self.physical.levels[:level_count]:
-            keep = level.prefix + len(level.sizes)
+    def _tile_ids(self, coords: list, levels: int) -> list:
+        """Per cell, the tile index after the first ``levels`` tile levels
+        (the coordinates that tell tiles apart, within-tile ones dropped)."""
+        if not levels:
+            return []
+        for level in self.physical.levels[:levels]:
             coords = level.forward(coords)
-        return coords[:keep] if level_count else []
+        last = self.physical.levels[levels - 1]
+        return coords[: last.prefix + len(last.sizes)]
 
     def grids(self) -> list[Grid]:
         shape = self.shape
@@ -131,10 +134,10 @@ class LayoutPicture:
                 if d is not None:
                     padding |= coord >= shape.dimensions[d]
             offsets = np.broadcast_to(self.physical.linear_index(index), r.shape)
-            physical_coords = [index[d] if shape.rank else None for d in self.physical.major_to_minor]
+            physical_coords = [index[d] for d in self.physical.major_to_minor]
             levels = len(self.physical.levels)
-            tile_ids = _ids(self._level_ids(physical_coords, min(levels, 1)), r.shape)
-            subtile_ids = _ids(self._level_ids(physical_coords, min(levels, 2)), r.shape)
+            tile_ids = _ids(self._tile_ids(physical_coords, min(levels, 1)), r.shape)
+            subtile_ids = _ids(self._tile_ids(physical_coords, min(levels, 2)), r.shape)
             position = dict(zip(self.outer_dims, point))
             labels = ", ".join(str(position.get(d, ":")) for d in range(shape.rank))
             title = f"[{labels}]" if shape.rank > 2 else ""

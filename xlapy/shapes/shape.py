@@ -33,6 +33,10 @@ class Shape:
 
     def __post_init__(self) -> None:
         element_type(self.element_type)  # rejects unknown names
+        # Accept any sequences, store tuples: shapes are hashable values.
+        object.__setattr__(self, "dimensions", tuple(int(d) for d in self.dimensions))
+        object.__setattr__(self, "dynamic_dimensions", tuple(bool(d) for d in self.dynamic_dimensions))
+        object.__setattr__(self, "tuple_shapes", tuple(self.tuple_shapes))
         if self.dynamic_dimensions and len(self.dynamic_dimensions) != len(self.dimensions):
             raise XlapyError("dynamic_dimensions must have one entry per dimension")
         if not self.dynamic_dimensions and self.dimensions:
