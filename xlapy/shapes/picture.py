@@ -213,6 +213,7 @@ class LayoutPicture:
         grids = self.grids()
         width, buffer_lines = self.buffer_rows()
         body: list[str] = []
+        colors: dict = {}  # first-level tile id -> fill, shared by the grids and the buffer
         y = 40
         body.append(f'<text x="10" y="24" font-size="16" font-weight="bold">{escape(str(self.shape))}</text>')
         grid_width = max((len(g.col_labels) for g in grids), default=1) * cell
@@ -221,23 +222,30 @@ class LayoutPicture:
                 body.append(f'<text x="10" y="{y + 14}" font-size="13">'
                             f'{escape(" ".join(filter(None, [grid.title, grid.note])))}</text>')
                 y += 22
-            body.extend(_grid_svg(grid, 30, y + 16, cell))
+            body.extend(_grid_svg(grid, 30, y + 16, cell, colors))
             y += 16 + len(grid.row_labels) * cell + gap
-        # The buffer, one line per tile, beside the grids.
+        # The buffer beside the grids, one line per tile: each slot names the
+        # element it holds, in that element's tile colour; padding is white.
         bx = 30 + grid_width + 2 * gap
         by = 56
-        body.append(f'<text x="{bx}" y="{by - 8}" font-size="13">buffer</text>')
-        slot = cell
+        slot = 2 * cell
+        body.append(f'<text x="{bx}" y="{by - 8}" font-size="13">buffer (offset: logical index)</text>')
         for n, line in enumerate(buffer_lines):
+            body.append(f'<text x="{bx - 6}" y="{by + n * cell + cell / 2 + 4}" font-size="10" '
+                        f'text-anchor="end">{n * width}</text>')
             for k, index in enumerate(line):
-                x, yy = bx + k * slot, by + n * slot
-                fill = "#ffffff" if index is None else "#e8eef8"
-                body.append(f'<rect x="{x}" y="{yy}" width="{slot}" height="{slot}" fill="{fill}" '
+                x, yy = bx + k * slot, by + n * cell
+                fill = "#ffffff"
+                if index is not None:
+                    tile = self._tile_ids([index[d] for d in self.physical.major_to_minor],
+                                          min(len(self.physical.levels), 1))
+                    fill = colors.setdefault(tuple(tile), _PALETTE[len(colors) % len(_PALETTE)])
+                body.append(f'<rect x="{x}" y="{yy}" width="{slot}" height="{cell}" fill="{fill}" '
                             'stroke="#888" stroke-width="1"/>')
-                body.append(f'<text x="{x + slot / 2}" y="{yy + slot / 2 + 4}" font-size="10" '
-                            f'text-anchor="middle">{n * width + k}</text>')
+                body.append(f'<text x="{x + slot / 2}" y="{yy + cell / 2 + 4}" font-size="10" '
+                            f'text-anchor="middle">{escape(_index_text(index))}</text>')
         total_w = bx + width * slot + 20
-        total_h = max(y, by + len(buffer_lines) * slot + 20)
+        total_h = max(y, by + len(buffer_lines) * cell + 20)
         return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w}" height="{total_h}" '
                 f'font-family="monospace">\n' + "\n".join(body) + "\n</svg>\n")
 
@@ -308,15 +316,14 @@ def _grid_text(grid: Grid) -> str:
 _PALETTE = ["#cfe2f3", "#d9ead3", "#fff2cc", "#f4cccc", "#d9d2e9", "#fce5cd", "#d0e0e3", "#ead1dc"]
 
 
-def _grid_svg(grid: Grid, x0: int, y0: int, cell: int) -> list[str]:
+def _grid_svg(grid: Grid, x0: int, y0: int, cell: int, colors: dict) -> list[str]:
     rows, cols = grid.offsets.shape
-    colors: dict = {}
     out = []
     for r in range(rows):
         for c in range(cols):
             x, y = x0 + c * cell, y0 + r * cell
             tile = grid.tile_ids[r, c]
-            fill = "#ffffff" if grid.padding[r, c] else colors.setdefault(tile, _PALETTE[len(colors) % 8])
+            fill = "#ffffff" if grid.padding[r, c] else colors.setdefault(tile, _PALETTE[len(colors) % len(_PALETTE)])
             out.append(f'<rect x="{x}" y="{y}" width="{cell}" height="{cell}" fill="{fill}" '
                        'stroke="#bbb" stroke-width="0.5"/>')
             label = "" if grid.padding[r, c] else str(grid.offsets[r, c])
