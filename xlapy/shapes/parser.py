@@ -5,69 +5,18 @@ from __future__ import annotations
 
 import re
 
-from xlapy.errors import ParseError, XlapyError
+from xlapy.errors import XlapyError
 from xlapy.shapes.element_types import ELEMENT_TYPES
 from xlapy.shapes.layout import COMBINE_DIMENSION, Layout, SplitConfig
 from xlapy.shapes.shape import UNBOUNDED_SIZE, LayoutError, Shape, check_shape
+from xlapy.syntax import INT, Cursor
 
-_INT = re.compile(r"-?\d+")
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DIM_LEVEL = re.compile(r"[DCSH]\+?~?")
 
 
-class ShapeParser:
+class ShapeParser(Cursor):
     """Reads shapes from ``text`` starting at ``pos``; ``pos`` advances past
     what was read, so that a larger parser can continue after the shape."""
-
-    def __init__(self, text: str, pos: int = 0, source: str | None = None):
-        self.text = text
-        self.pos = pos
-        self.source = source
-
-    # -- low-level helpers --------------------------------------------------
-    def error(self, message: str, pos: int | None = None) -> ParseError:
-        pos = self.pos if pos is None else pos
-        line = self.text.count("\n", 0, pos) + 1
-        column = pos - (self.text.rfind("\n", 0, pos) + 1) + 1
-        return ParseError(message, line, column, self.source)
-
-    def skip_space(self) -> None:
-        while self.pos < len(self.text) and self.text[self.pos].isspace():
-            self.pos += 1
-
-    def peek(self, literal: str) -> bool:
-        self.skip_space()
-        return self.text.startswith(literal, self.pos)
-
-    def eat(self, literal: str) -> bool:
-        if self.peek(literal):
-            self.pos += len(literal)
-            return True
-        return False
-
-    def found(self) -> str:
-        self.skip_space()
-        if self.pos >= len(self.text):
-            return "end of text"
-        match = _INT.match(self.text, self.pos) or _IDENT.match(self.text, self.pos)
-        return f"'{match.group() if match else self.text[self.pos]}'"
-
-    def expect(self, literal: str, what: str) -> None:
-        if not self.eat(literal):
-            raise self.error(f"expected '{literal}' {what}, found {self.found()}")
-
-    def int(self, what: str) -> int:
-        self.skip_space()
-        match = _INT.match(self.text, self.pos)
-        if not match:
-            raise self.error(f"expected {what}, found {self.found()}")
-        self.pos = match.end()
-        return int(match.group())
-
-    def ident(self) -> str | None:
-        self.skip_space()
-        match = _IDENT.match(self.text, self.pos)
-        return match.group() if match else None
 
     # -- shapes -------------------------------------------------------------
     def parse_shape(self) -> Shape:
@@ -98,7 +47,7 @@ class ShapeParser:
         type_pos = self.pos
         name = self.ident()
         if name is None:
-            raise self.error(f"expected a shape (element type or '('), found {self.found()}")
+            raise self.error(f"expected a shape (element type or '('), got {self.found()}")
         if name not in ELEMENT_TYPES:
             raise self.error(f"unknown element type '{name}'")
         if name == "tuple":
@@ -133,7 +82,7 @@ class ShapeParser:
             if self.eat("]"):
                 return dims, dynamic
             if not self.eat(","):
-                raise self.error(f"expected ',' or ']' in the dimensions, found {self.found()}")
+                raise self.error(f"expected ',' or ']' in the dimensions, got {self.found()}")
 
     def _layout(self, positions: dict) -> Layout:
         self.expect("{", "to start the layout")
@@ -141,7 +90,7 @@ class ShapeParser:
         minor_to_major: list[int] = []
         positions["minor_to_major"] = []
         self.skip_space()
-        if _INT.match(self.text, self.pos):
+        if INT.match(self.text, self.pos):
             while True:
                 self.skip_space()
                 positions["minor_to_major"].append(self.pos)
@@ -193,7 +142,7 @@ class ShapeParser:
                 if self.eat(")"):
                     break
                 if not self.eat(","):
-                    raise self.error(f"expected ',' or ')' in the {what}, found {self.found()}")
+                    raise self.error(f"expected ',' or ')' in the {what}, got {self.found()}")
         return tuple(items)
 
     def _tiles(self, tile_positions: list) -> tuple[tuple[int, ...], ...]:
@@ -223,7 +172,7 @@ class ShapeParser:
         self.expect("(", f"after the {what} key")
         name = self.ident()
         if name is None or name not in ELEMENT_TYPES:
-            raise self.error(f"expected an element type for the {what}, found {self.found()}")
+            raise self.error(f"expected an element type for the {what}, got {self.found()}")
         self.pos += len(name)
         self.expect(")", f"after the {what}")
         return name
@@ -233,7 +182,7 @@ class ShapeParser:
             self.skip_space()
             match = _DIM_LEVEL.match(self.text, self.pos)
             if not match:
-                raise self.error(f"expected a dimension level type (D, C, S or H), found {self.found()}")
+                raise self.error(f"expected a dimension level type (D, C, S or H), got {self.found()}")
             self.pos = match.end()
             return match.group()
 

@@ -1,0 +1,7 @@
+"""HLO: the IR, its text parser and printer."""
+
+from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
+from xlapy.hlo.parser import parse_module
+from xlapy.hlo.printer import print_module
+
+__all__ = ["HloComputation", "HloInstruction", "HloModule", "parse_module", "print_module"]

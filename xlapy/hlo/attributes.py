@@ -1,0 +1,346 @@
+"""HLO instruction attributes: one entry per attribute name, each knowing
+how to read its value from text and print it back as XLA does. Attributes
+without an entry are kept as ``Verbatim`` text and printed back unchanged."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from xlapy.syntax import Cursor
+
+
+class Verbatim(str):
+    """The text of an attribute value that xlapy keeps without modelling it."""
+
+
+def scan_value(cursor: Cursor) -> str:
+    """The text of one attribute value: a balanced ``{...}``/``[...]``/``(...)``
+    group, a quoted string, or a bare token, up to the next top-level ','."""
+    cursor.skip_space()
+    text, start, pos = cursor.text, cursor.pos, cursor.pos
+    depth = 0
+    closers = {"{": "}", "[": "]", "(": ")"}
+    stack: list[str] = []
+    while pos < len(text):
+        c = text[pos]
+        if c == '"':
+            pos = _end_of_string(cursor, pos)
+            continue
+        if c in closers:
+            stack.append(closers[c])
+            depth += 1
+        elif c in "}])":
+            if not stack:
+                break
+            if c != stack.pop():
+                raise cursor.error(f"unbalanced '{c}' in attribute value", pos)
+            depth -= 1
+        elif depth == 0 and (c == "," or c == "\n"):
+            break
+        pos += 1
+    if stack:
+        raise cursor.error(f"missing '{stack[-1]}' in attribute value", start)
+    value = text[start:pos].rstrip()
+    if not value:
+        raise cursor.error(f"expected an attribute value, got {cursor.found()}")
+    cursor.pos = start + len(value)
+    return value
+
+
+def _end_of_string(cursor: Cursor, pos: int) -> int:
+    text = cursor.text
+    i = pos + 1
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+        elif text[i] == '"':
+            return i + 1
+        else:
+            i += 1
+    raise cursor.error("unterminated string", pos)
+
+
+def read_string(cursor: Cursor) -> str:
+    cursor.skip_space()
+    if not cursor.peek('"'):
+        raise cursor.error(f"expected a string, got {cursor.found()}")
+    end = _end_of_string(cursor, cursor.pos)
+    raw = cursor.text[cursor.pos + 1: end - 1]
+    cursor.pos = end
+    return json.loads('"' + raw + '"') if "\\" in raw else raw
+
+
+def quote(value: str) -> str:
+    """A string as XLA prints it (C escapes for quotes, backslashes, newlines)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+@dataclass(frozen=True)
+class WindowDimension:
+    size: int = 1
+    stride: int = 1
+    padding_low: int = 0
+    padding_high: int = 0
+    window_dilation: int = 1
+    base_dilation: int = 1
+    window_reversal: bool = False
+
+
+@dataclass(frozen=True)
+class SliceDimension:
+    start: int
+    limit: int
+    stride: int = 1
+
+
+@dataclass(frozen=True)
+class PaddingDimension:
+    low: int
+    high: int
+    interior: int = 0
+
+
+@dataclass(frozen=True)
+class AttributeKind:
+    """How to read and print one kind of attribute value."""
+
+    read: Callable[[Cursor], Any]
+    print: Callable[[Any], str]
+
+
+# -- readers and printers -------------------------------------------------------
+
+def _read_int_list(cursor: Cursor) -> tuple[int, ...]:
+    cursor.expect("{", "to start a list of integers")
+    values: list[int] = []
+    if not cursor.eat("}"):
+        while True:
+            values.append(cursor.int("an integer"))
+            if cursor.eat("}"):
+                break
+            cursor.expect(",", "or '}' in a list of integers")
+    return tuple(values)
+
+
+def _print_int_list(values: tuple[int, ...]) -> str:
+    return "{" + ",".join(map(str, values)) + "}"
+
+
+def _read_int_list_list(cursor: Cursor) -> tuple[tuple[int, ...], ...]:
+    cursor.expect("{", "to start a list of lists")
+    values = []
+    if not cursor.eat("}"):
+        while True:
+            values.append(_read_int_list(cursor))
+            if cursor.eat("}"):
+                break
+            cursor.expect(",", "or '}' in a list of lists")
+    return tuple(values)
+
+
+def _print_int_list_list(values) -> str:
+    return "{" + ",".join(_print_int_list(v) for v in values) + "}"
+
+
+def _read_word(cursor: Cursor) -> str:
+    cursor.skip_space()
+    match = re.compile(r"[\w.\-]+").match(cursor.text, cursor.pos)
+    if not match:
+        raise cursor.error(f"expected a word, got {cursor.found()}")
+    cursor.pos = match.end()
+    return match.group()
+
+
+def _read_dim_labels(cursor: Cursor) -> str:
+    cursor.skip_space()
+    match = re.compile(r"\w+->\w+").match(cursor.text, cursor.pos)
+    if not match:
+        raise cursor.error(f"expected dimension labels like b01f_01io->b01f, got {cursor.found()}")
+    cursor.pos = match.end()
+    return match.group()
+
+
+def _read_bool(cursor: Cursor) -> bool:
+    word = _read_word(cursor)
+    if word not in ("true", "false"):
+        raise cursor.error(f"expected true or false, got '{word}'", cursor.pos - len(word))
+    return word == "true"
+
+
+def _read_computation_name(cursor: Cursor) -> str:
+    cursor.skip_space()
+    match = re.compile(r"%?([A-Za-z_][\w.\-]*)").match(cursor.text, cursor.pos)
+    if not match:
+        raise cursor.error(f"expected a computation name, got {cursor.found()}")
+    cursor.pos = match.end()
+    return match.group(1)
+
+
+def _read_computation_list(cursor: Cursor) -> tuple[str, ...]:
+    cursor.expect("{", "to start a list of computations")
+    names = []
+    if not cursor.eat("}"):
+        while True:
+            names.append(_read_computation_name(cursor))
+            if cursor.eat("}"):
+                break
+            cursor.expect(",", "or '}' in a list of computations")
+    return tuple(names)
+
+
+def _read_slice(cursor: Cursor) -> tuple[SliceDimension, ...]:
+    cursor.expect("{", "to start the slice")
+    dims = []
+    if not cursor.eat("}"):
+        while True:
+            cursor.expect("[", "to start a slice dimension")
+            numbers = [cursor.int("the slice start")]
+            while cursor.eat(":"):
+                numbers.append(cursor.int("a slice bound"))
+            cursor.expect("]", "to end a slice dimension")
+            if len(numbers) not in (2, 3):
+                raise cursor.error("a slice dimension is [start:limit] or [start:limit:stride]")
+            dims.append(SliceDimension(*numbers))
+            if cursor.eat("}"):
+                break
+            cursor.expect(",", "or '}' in the slice")
+    return tuple(dims)
+
+
+def _print_slice(dims: tuple[SliceDimension, ...]) -> str:
+    return "{" + ", ".join(
+        f"[{d.start}:{d.limit}" + (f":{d.stride}]" if d.stride != 1 else "]") for d in dims) + "}"
+
+
+def _read_padding(cursor: Cursor) -> tuple[PaddingDimension, ...]:
+    start = cursor.pos
+    text = _read_word(cursor)
+    dims = []
+    for part in text.split("x"):
+        numbers = part.split("_")
+        if len(numbers) not in (2, 3) or not all(re.fullmatch(r"-?\d+", n) for n in numbers):
+            raise cursor.error(f"expected padding like 0_0x1_1_0, got '{text}'", start)
+        dims.append(PaddingDimension(*map(int, numbers)))
+    return tuple(dims)
+
+
+def _print_padding(dims: tuple[PaddingDimension, ...]) -> str:
+    # XLA adds the interior padding to every dimension only if one has some.
+    interior = any(d.interior for d in dims)
+    return "x".join(f"{d.low}_{d.high}" + (f"_{d.interior}" if interior else "") for d in dims)
+
+
+_WINDOW_FIELDS = {"size": "size", "stride": "stride", "lhs_dilate": "base_dilation",
+                  "rhs_dilate": "window_dilation", "rhs_reversal": "window_reversal"}
+
+
+def _read_window(cursor: Cursor) -> tuple[WindowDimension, ...]:
+    cursor.expect("{", "to start the window")
+    fields: dict[str, list] = {}
+    while not cursor.eat("}"):
+        key_pos = cursor.pos
+        key = _read_word(cursor)
+        cursor.expect("=", f"after window field '{key}'")
+        value_pos = cursor.pos
+        value = _read_word(cursor)
+        if key == "pad":
+            fields["pad"] = [tuple(map(int, p.split("_"))) for p in value.split("x")]
+        elif key in _WINDOW_FIELDS:
+            fields[key] = [int(v) for v in value.split("x")]
+        else:
+            raise cursor.error(f"unknown window field '{key}'", key_pos)
+        if any(len(v) != len(fields.get("size", v)) for v in fields.values()):
+            raise cursor.error(f"window field '{key}' has a different rank than 'size'", value_pos)
+    rank = len(fields.get("size", []))
+    dims = []
+    for i in range(rank):
+        args: dict[str, Any] = {_WINDOW_FIELDS[k]: v[i] for k, v in fields.items() if k != "pad"}
+        if "window_reversal" in args:
+            args["window_reversal"] = bool(args["window_reversal"])
+        if "pad" in fields:
+            args["padding_low"], args["padding_high"] = fields["pad"][i]
+        dims.append(WindowDimension(**args))
+    return tuple(dims)
+
+
+def _print_window(dims: tuple[WindowDimension, ...]) -> str:
+    # XLA prints a field only when some dimension differs from its default.
+    def join(values) -> str:
+        return "x".join(map(str, values))
+
+    parts = [f"size={join(d.size for d in dims)}"]
+    if any(d.stride != 1 for d in dims):
+        parts.append(f"stride={join(d.stride for d in dims)}")
+    if any(d.padding_low or d.padding_high for d in dims):
+        parts.append("pad=" + "x".join(f"{d.padding_low}_{d.padding_high}" for d in dims))
+    if any(d.base_dilation != 1 for d in dims):
+        parts.append(f"lhs_dilate={join(d.base_dilation for d in dims)}")
+    if any(d.window_dilation != 1 for d in dims):
+        parts.append(f"rhs_dilate={join(d.window_dilation for d in dims)}")
+    if any(d.window_reversal for d in dims):
+        parts.append(f"rhs_reversal={join(int(d.window_reversal) for d in dims)}")
+    return "{" + " ".join(parts) + "}"
+
+
+INT = AttributeKind(lambda c: c.int("an integer"), str)
+BOOL = AttributeKind(_read_bool, lambda v: "true" if v else "false")
+WORD = AttributeKind(_read_word, str)
+STRING = AttributeKind(read_string, quote)
+INT_LIST = AttributeKind(_read_int_list, _print_int_list)
+INT_LIST_LIST = AttributeKind(_read_int_list_list, _print_int_list_list)
+COMPUTATION = AttributeKind(_read_computation_name, lambda name: f"%{name}")
+COMPUTATION_LIST = AttributeKind(_read_computation_list, lambda names: "{" + ", ".join(f"%{n}" for n in names) + "}")
+SLICE = AttributeKind(_read_slice, _print_slice)
+PADDING = AttributeKind(_read_padding, _print_padding)
+WINDOW = AttributeKind(_read_window, _print_window)
+
+ATTRIBUTES: dict[str, AttributeKind] = {
+    **dict.fromkeys([
+        "dimensions", "lhs_contracting_dims", "rhs_contracting_dims", "lhs_batch_dims", "rhs_batch_dims",
+        "offset_dims", "collapsed_slice_dims", "start_index_map", "operand_batching_dims",
+        "start_indices_batching_dims", "slice_sizes", "update_window_dims", "inserted_window_dims",
+        "scatter_dims_to_operand_dims", "input_batching_dims", "scatter_indices_batching_dims",
+        "dynamic_slice_sizes", "fft_length",
+    ], INT_LIST),
+    **dict.fromkeys([
+        "index", "iota_dimension", "index_vector_dim", "feature_group_count", "batch_group_count",
+        "exponent_bits", "mantissa_bits", "channel_id", "all_gather_dimension", "split_dimension",
+        "split_count", "concat_dimension",
+    ], INT),
+    **dict.fromkeys([
+        "indices_are_sorted", "unique_indices", "is_stable", "use_global_device_ids", "constrain_layout",
+        "custom_call_has_side_effect", "is_cross_program_prefetch",
+    ], BOOL),
+    **dict.fromkeys(["kind", "direction", "type", "distribution", "algorithm", "fft_type", "api_version",
+                     "schedule", "custom_call_schedule"], WORD),
+    "dim_labels": AttributeKind(_read_dim_labels, str),
+    **dict.fromkeys(["custom_call_target"], STRING),
+    **dict.fromkeys(["to_apply", "calls", "condition", "body", "true_computation", "false_computation",
+                     "select", "scatter"], COMPUTATION),
+    **dict.fromkeys(["branch_computations", "called_computations"], COMPUTATION_LIST),
+    "source_target_pairs": INT_LIST_LIST,
+    "slice": SLICE,
+    "padding": PADDING,
+    "window": WINDOW,
+}
+
+
+def read_attribute(name: str, cursor: Cursor) -> Any:
+    """The value of attribute ``name`` at the cursor: typed if modelled, else verbatim."""
+    kind = ATTRIBUTES.get(name)
+    if kind is None:
+        return Verbatim(scan_value(cursor))
+    return kind.read(cursor)
+
+
+def print_attribute(name: str, value: Any) -> str:
+    if isinstance(value, Verbatim):
+        return str(value)
+    kind = ATTRIBUTES.get(name)
+    if kind is None:
+        return str(value)
+    return kind.print(value)

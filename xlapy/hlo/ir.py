@@ -1,0 +1,287 @@
+"""The HLO IR: modules of computations of instructions, as XLA has them.
+
+Made for passes: operand and user edges are kept in sync by the mutators,
+names are unique within a module, and fusion instructions own the
+computation they call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from xlapy.errors import VerifyError
+from xlapy.shapes import Shape
+
+# Attributes whose value names computations, in the forms XLA prints.
+COMPUTATION_ATTRIBUTES = ("to_apply", "calls", "condition", "body", "true_computation", "false_computation",
+                          "branch_computations", "select", "scatter")
+
+
+class HloInstruction:
+    """One HLO instruction. ``attributes`` holds the typed values of the
+    attributes after the operand list (XLA's spelling as keys, in the order
+    they are printed); values of attributes xlapy does not model are kept as
+    their text, verbatim."""
+
+    def __init__(self, name: str, opcode: str, shape: Shape, operands: list[HloInstruction] | None = None,
+                 attributes: dict[str, Any] | None = None, called_computations: list[HloComputation] | None = None):
+        self.name = name
+        self.opcode = opcode
+        self.shape = shape
+        self.operands: list[HloInstruction] = []
+        self.users: list[HloInstruction] = []
+        self.attributes: dict[str, Any] = dict(attributes or {})
+        self.called_computations: list[HloComputation] = list(called_computations or [])
+        self.control_predecessors: list[HloInstruction] = []
+        self.control_successors: list[HloInstruction] = []
+        self.parent: HloComputation | None = None
+        # parameter(N): the parameter number; constant(...): the literal (see literal.py).
+        self.parameter_number: int | None = None
+        self.literal: Any = None
+        self.is_root = False
+        for operand in operands or []:
+            self.append_operand(operand)
+
+    # -- edges --------------------------------------------------------------
+    def append_operand(self, operand: HloInstruction) -> None:
+        self.operands.append(operand)
+        if self not in operand.users:
+            operand.users.append(self)
+
+    def replace_operand(self, index: int, new: HloInstruction) -> None:
+        old = self.operands[index]
+        self.operands[index] = new
+        if old not in self.operands:
+            old.users.remove(self)
+        if self not in new.users:
+            new.users.append(self)
+
+    def replace_operand_with(self, old: HloInstruction, new: HloInstruction) -> None:
+        for i, operand in enumerate(self.operands):
+            if operand is old:
+                self.replace_operand(i, new)
+
+    def replace_all_uses_with(self, new: HloInstruction) -> None:
+        """Make every user of this instruction (and the root, if it is) use ``new``."""
+        for user in list(self.users):
+            user.replace_operand_with(self, new)
+        if self.parent is not None and self.parent.root is self:
+            self.parent.root = new
+
+    def add_control_dependency_to(self, successor: HloInstruction) -> None:
+        if successor not in self.control_successors:
+            self.control_successors.append(successor)
+            successor.control_predecessors.append(self)
+
+    def drop_all_edges(self) -> None:
+        for operand in set(self.operands):
+            operand.users.remove(self)
+        self.operands = []
+        for predecessor in self.control_predecessors:
+            predecessor.control_successors.remove(self)
+        for successor in self.control_successors:
+            successor.control_predecessors.remove(self)
+        self.control_predecessors, self.control_successors = [], []
+
+    # -- views --------------------------------------------------------------
+    def operand(self, index: int) -> HloInstruction:
+        return self.operands[index]
+
+    @property
+    def fused_computation(self) -> HloComputation:
+        if self.opcode != "fusion":
+            raise VerifyError(f"{self.name} is a {self.opcode}, not a fusion")
+        return self.called_computations[0]
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self.attributes.get(name, default)
+
+    def __repr__(self) -> str:
+        return f"<HloInstruction {self.name} = {self.shape} {self.opcode}>"
+
+
+class HloComputation:
+    """A computation: parameters, instructions in order, a root."""
+
+    def __init__(self, name: str, is_entry: bool = False):
+        self.name = name
+        self.is_entry = is_entry
+        self.instructions: list[HloInstruction] = []
+        self.root: HloInstruction | None = None
+        self.module: HloModule | None = None
+        # The fusion instruction that owns this computation, if any.
+        self.fusion_instruction: HloInstruction | None = None
+        # Printed as `(p: shape, ...) -> shape` only when the text had a signature.
+        self.print_signature = True
+
+    @property
+    def parameters(self) -> list[HloInstruction]:
+        params = [i for i in self.instructions if i.opcode == "parameter"]
+        return sorted(params, key=lambda p: p.parameter_number)
+
+    def parameter(self, number: int) -> HloInstruction:
+        return self.parameters[number]
+
+    def add_instruction(self, instruction: HloInstruction, before: HloInstruction | None = None) -> HloInstruction:
+        """Add ``instruction`` (named uniquely within the module)."""
+        instruction.parent = self
+        if self.module is not None:
+            instruction.name = self.module.unique_name(instruction.name)
+        if before is None:
+            self.instructions.append(instruction)
+        else:
+            self.instructions.insert(self.instructions.index(before), instruction)
+        return instruction
+
+    def remove_instruction(self, instruction: HloInstruction) -> None:
+        if instruction.users:
+            raise VerifyError(f"cannot remove {instruction.name}: it still has users")
+        if instruction is self.root:
+            raise VerifyError(f"cannot remove {instruction.name}: it is the root of {self.name}")
+        instruction.drop_all_edges()
+        self.instructions.remove(instruction)
+        if self.module is not None:
+            self.module.names.discard(instruction.name)
+        instruction.parent = None
+
+    def post_order(self) -> list[HloInstruction]:
+        """Instructions with every operand (and control predecessor) before its users."""
+        order: list[HloInstruction] = []
+        state: dict[int, int] = {}  # 1 = on the stack, 2 = done
+        for start in self.instructions:
+            if state.get(id(start)) == 2:
+                continue
+            stack: list[tuple[HloInstruction, Iterator[HloInstruction]]] = [
+                (start, iter(start.operands + start.control_predecessors))]
+            state[id(start)] = 1
+            while stack:
+                node, children = stack[-1]
+                child = next(children, None)
+                if child is None:
+                    stack.pop()
+                    state[id(node)] = 2
+                    order.append(node)
+                elif state.get(id(child)) is None:
+                    state[id(child)] = 1
+                    stack.append((child, iter(child.operands + child.control_predecessors)))
+                elif state[id(child)] == 1:
+                    raise VerifyError(f"computation {self.name} has a cycle through {child.name}")
+        return order
+
+    def called_computations(self) -> list[HloComputation]:
+        seen: dict[int, HloComputation] = {}
+        for instruction in self.instructions:
+            for computation in instruction.called_computations:
+                seen.setdefault(id(computation), computation)
+        return list(seen.values())
+
+    def __repr__(self) -> str:
+        return f"<HloComputation {self.name}>"
+
+
+class HloModule:
+    """A module: computations (callees before callers, as XLA prints them),
+    one of them the entry, and module-level attributes."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.computations: list[HloComputation] = []
+        self.entry: HloComputation | None = None
+        # Module header attributes after the name, e.g. is_scheduled,
+        # entry_computation_layout, kept in order, values as text.
+        self.attributes: dict[str, str] = {}
+        # FileNames / FunctionNames / FileLocations / StackFrames sections, verbatim.
+        self.stack_frame_sections: list[str] = []
+        self.names: set[str] = set()
+        self._name_counters: dict[str, itertools.count] = {}
+
+    def add_computation(self, computation: HloComputation, entry: bool = False) -> HloComputation:
+        computation.module = self
+        for instruction in computation.instructions:
+            self.names.add(instruction.name)
+        self.computations.append(computation)
+        if entry:
+            computation.is_entry = True
+            self.entry = computation
+        return computation
+
+    def computation(self, name: str) -> HloComputation:
+        for computation in self.computations:
+            if computation.name == name:
+                return computation
+        raise KeyError(name)
+
+    def unique_name(self, name: str) -> str:
+        """``name`` if unused in the module, else ``name.N`` with a fresh N (as XLA does)."""
+        if name not in self.names:
+            self.names.add(name)
+            return name
+        base = re.sub(r"\.\d+$", "", name)
+        counter = self._name_counters.setdefault(base, itertools.count(1))
+        while True:
+            candidate = f"{base}.{next(counter)}"
+            if candidate not in self.names:
+                self.names.add(candidate)
+                return candidate
+
+    def computation_post_order(self) -> list[HloComputation]:
+        """Callees before callers, starting from the computations nobody calls,
+        in the order of XLA's ``MakeComputationPostOrder`` (the order it prints)."""
+        called = {id(c) for comp in self.computations for c in comp.called_computations()}
+        order: list[HloComputation] = []
+        added: set[int] = set()
+        for computation in self.computations:
+            if id(computation) in called:
+                continue
+            for embedded in _embedded_computations(computation):
+                if id(embedded) not in added:
+                    added.add(id(embedded))
+                    order.append(embedded)
+            added.add(id(computation))
+            order.append(computation)
+        # Computations reachable only from a cycle of calls (invalid, kept for printing).
+        order.extend(c for c in self.computations if id(c) not in added)
+        return order
+
+    @property
+    def instructions(self) -> Iterator[HloInstruction]:
+        for computation in self.computations:
+            yield from computation.instructions
+
+    def to_text(self) -> str:
+        from xlapy.hlo.printer import print_module
+
+        return print_module(self)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+
+def _embedded_computations(computation: HloComputation) -> list[HloComputation]:
+    """Every computation called (transitively) from ``computation``, callees
+    first; a callee is claimed when its caller is reached, as XLA's
+    ``MakeEmbeddedComputationsList`` does."""
+    visited: set[int] = set()
+    order: list[HloComputation] = []
+    stack: list[tuple[HloComputation, Iterator[HloInstruction]]] = []
+
+    def push_callees(instruction: HloInstruction) -> None:
+        for callee in reversed(instruction.called_computations):
+            if id(callee) not in visited:
+                visited.add(id(callee))
+                stack.append((callee, iter(callee.instructions)))
+
+    for instruction in computation.instructions:
+        push_callees(instruction)
+        while stack:
+            current, remaining = stack[-1]
+            nxt = next(remaining, None)
+            if nxt is None:
+                stack.pop()
+                order.append(current)
+            else:
+                push_callees(nxt)
+    return order

@@ -1,0 +1,87 @@
+"""A cursor over program text for the hand-written parsers of xlapy: skips
+whitespace and comments, reads the small tokens every syntax shares, and
+reports errors at a line and column."""
+
+from __future__ import annotations
+
+import re
+
+from xlapy.errors import ParseError
+
+INT = re.compile(r"-?\d+")
+IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class Cursor:
+    """Reads ``text`` from ``pos``; ``pos`` advances past what was read."""
+
+    def __init__(self, text: str, pos: int = 0, source: str | None = None):
+        self.text = text
+        self.pos = pos
+        self.source = source
+
+    def error(self, message: str, pos: int | None = None) -> ParseError:
+        pos = self.pos if pos is None else pos
+        line = self.text.count("\n", 0, pos) + 1
+        column = pos - (self.text.rfind("\n", 0, pos) + 1) + 1
+        return ParseError(message, line, column, self.source)
+
+    def skip_space(self) -> None:
+        """Skip whitespace, ``/* block */`` and ``// line`` comments."""
+        text, pos, end = self.text, self.pos, len(self.text)
+        while pos < end:
+            c = text[pos]
+            if c.isspace():
+                pos += 1
+            elif text.startswith("/*", pos):
+                close = text.find("*/", pos + 2)
+                if close < 0:
+                    self.pos = pos
+                    raise self.error("unterminated /* comment")
+                pos = close + 2
+            elif text.startswith("//", pos):
+                newline = text.find("\n", pos)
+                pos = end if newline < 0 else newline + 1
+            else:
+                break
+        self.pos = pos
+
+    def at_end(self) -> bool:
+        self.skip_space()
+        return self.pos >= len(self.text)
+
+    def peek(self, literal: str) -> bool:
+        self.skip_space()
+        return self.text.startswith(literal, self.pos)
+
+    def eat(self, literal: str) -> bool:
+        if self.peek(literal):
+            self.pos += len(literal)
+            return True
+        return False
+
+    def found(self) -> str:
+        """The token at the cursor, quoted, for error messages."""
+        self.skip_space()
+        if self.pos >= len(self.text):
+            return "end of text"
+        match = re.compile(r"-?\d+|[%A-Za-z_][\w.\-]*").match(self.text, self.pos)
+        return f"'{match.group() if match else self.text[self.pos]}'"
+
+    def expect(self, literal: str, what: str) -> None:
+        if not self.eat(literal):
+            raise self.error(f"expected '{literal}' {what}, got {self.found()}")
+
+    def int(self, what: str) -> int:
+        self.skip_space()
+        match = INT.match(self.text, self.pos)
+        if not match:
+            raise self.error(f"expected {what}, got {self.found()}")
+        self.pos = match.end()
+        return int(match.group())
+
+    def ident(self) -> str | None:
+        """The identifier at the cursor, without consuming it."""
+        self.skip_space()
+        match = IDENT.match(self.text, self.pos)
+        return match.group() if match else None
