@@ -1,7 +1,12 @@
 """xlapy: an XLA-style tensor compiler in Python."""
 
 from xlapy.errors import ParseError, UnimplementedError, VerifyError, XlapyError
+from xlapy.hlo import HloComputation, HloInstruction, HloModule
+from xlapy.hlo import parse_module as parse_hlo
 
 __version__ = "0.1.0"
 
-__all__ = ["ParseError", "UnimplementedError", "VerifyError", "XlapyError", "__version__"]
+__all__ = [
+    "HloComputation", "HloInstruction", "HloModule", "ParseError", "UnimplementedError", "VerifyError",
+    "XlapyError", "__version__", "parse_hlo",
+]

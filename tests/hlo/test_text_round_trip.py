@@ -1,8 +1,11 @@
 """HLO text: parse -> print -> parse -> print is a fixed point, and xlapy
 prints a module exactly as XLA's printer does (checked through jaxlib)."""
 
+from pathlib import Path
+
 import pytest
 
+import xlapy
 from tests.hlo.jax_programs import PROGRAMS, hlo_texts
 from tests.hlo.xla import without_stack_frames, xla_reprint
 from xlapy.hlo import parse_module
@@ -19,3 +22,26 @@ def test_jax_programs(name, stage):
         assert printed == xla
     else:
         assert without_stack_frames(printed) == without_stack_frames(xla)
+
+
+DATA = sorted((Path(__file__).parent / "data").glob("*.hlo"))
+
+
+@pytest.mark.parametrize("path", DATA, ids=lambda p: p.stem)
+def test_hand_written_modules_print_as_xla_does(path):
+    # Names without `%`, operand shapes inline, tiles, constants of every kind,
+    # metadata, sharding, frontend attributes, backend configs, collectives,
+    # windows, slices, paddings, control predecessors, duplicate names.
+    text = path.read_text()
+    printed = parse_module(text).to_text()
+    assert printed == xla_reprint(text)
+    assert parse_module(printed).to_text() == printed
+
+
+def test_parse_hlo_is_exported():
+    module = xlapy.parse_hlo(DATA[0].read_text())
+    assert module.entry.name == "main"
+    assert [c.name for c in module.computations][:2] == ["add_f32", "fused_exp"]
+    fusion = next(i for i in module.entry.instructions if i.opcode == "fusion")
+    assert fusion.fused_computation.fusion_instruction is fusion
+    assert fusion.attributes["kind"] == "kLoop"

@@ -8,8 +8,11 @@ from jaxlib import _hlo
 
 
 def xla_reprint(text: str) -> str:
-    """Parse ``text`` with XLA and print it back with ``HloModule::ToString``."""
-    return _hlo.hlo_module_from_text(text).to_string()
+    """Parse ``text`` with XLA and print it back with ``HloModule::ToString``
+    (large constants in full, as xlapy prints them)."""
+    options = _hlo.HloPrintOptions()
+    options.print_large_constants = True
+    return _hlo.hlo_module_from_text(text).to_string(options)
 
 
 def without_stack_frames(text: str) -> str:

@@ -212,8 +212,9 @@ def _read_slice(cursor: Cursor) -> tuple[SliceDimension, ...]:
 
 
 def _print_slice(dims: tuple[SliceDimension, ...]) -> str:
-    return "{" + ", ".join(
-        f"[{d.start}:{d.limit}" + (f":{d.stride}]" if d.stride != 1 else "]") for d in dims) + "}"
+    # XLA prints every stride as soon as one is not 1.
+    strides = any(d.stride != 1 for d in dims)
+    return "{" + ", ".join(f"[{d.start}:{d.limit}" + (f":{d.stride}]" if strides else "]") for d in dims) + "}"
 
 
 def _read_padding(cursor: Cursor) -> tuple[PaddingDimension, ...]:
@@ -286,6 +287,41 @@ def _print_window(dims: tuple[WindowDimension, ...]) -> str:
     return "{" + " ".join(parts) + "}"
 
 
+def _read_backend_config(cursor: Cursor) -> str:
+    """A backend config: a quoted string or a bare JSON object."""
+    if cursor.peek('"'):
+        return read_string(cursor)
+    if not cursor.peek("{"):
+        raise cursor.error(f"expected a backend config (string or {{...}}), got {cursor.found()}")
+    return scan_value(cursor)
+
+
+def _lexes_as_json_dict(text: str) -> bool:
+    """True if ``text`` is one balanced ``{...}`` group (strings respected)."""
+    if not text.startswith("{"):
+        return False
+    depth, i = 0, 0
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            i += 1
+            while i < len(text) and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i == len(text) - 1
+        i += 1
+    return False
+
+
+def _print_backend_config(text: str) -> str:
+    # XLA prints a config that is a JSON object bare, anything else quoted.
+    return text if _lexes_as_json_dict(text) else quote(text)
+
+
 INT = AttributeKind(lambda c: c.int("an integer"), str)
 BOOL = AttributeKind(_read_bool, lambda v: "true" if v else "false")
 WORD = AttributeKind(_read_word, str)
@@ -326,6 +362,7 @@ ATTRIBUTES: dict[str, AttributeKind] = {
     "slice": SLICE,
     "padding": PADDING,
     "window": WINDOW,
+    "backend_config": AttributeKind(_read_backend_config, _print_backend_config),
 }
 
 
@@ -335,6 +372,17 @@ def read_attribute(name: str, cursor: Cursor) -> Any:
     if kind is None:
         return Verbatim(scan_value(cursor))
     return kind.read(cursor)
+
+
+# Values XLA does not print because they are the default.
+DEFAULTS: dict[str, Any] = {
+    "feature_group_count": 1, "batch_group_count": 1,
+    **dict.fromkeys([name for name, kind in ATTRIBUTES.items() if kind is BOOL], False),
+}
+
+
+def is_default(name: str, value: Any) -> bool:
+    return name in DEFAULTS and not isinstance(value, Verbatim) and value == DEFAULTS[name]
 
 
 def print_attribute(name: str, value: Any) -> str:

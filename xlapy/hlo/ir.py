@@ -148,27 +148,35 @@ class HloComputation:
         instruction.parent = None
 
     def post_order(self) -> list[HloInstruction]:
-        """Instructions with every operand (and control predecessor) before its users."""
+        """Every operand and control predecessor before its users, in the order
+        of XLA's ``MakeInstructionPostOrder``: a depth-first walk from each
+        instruction without users, control predecessors first, then operands
+        left to right."""
+        visiting, visited = 1, 2
+        state: dict[int, int] = {}
         order: list[HloInstruction] = []
-        state: dict[int, int] = {}  # 1 = on the stack, 2 = done
         for start in self.instructions:
-            if state.get(id(start)) == 2:
+            if start.users or id(start) in state:
                 continue
-            stack: list[tuple[HloInstruction, Iterator[HloInstruction]]] = [
-                (start, iter(start.operands + start.control_predecessors))]
-            state[id(start)] = 1
+            stack = [start]
             while stack:
-                node, children = stack[-1]
-                child = next(children, None)
-                if child is None:
+                current = stack[-1]
+                seen = state.get(id(current))
+                if seen is not None:
                     stack.pop()
-                    state[id(node)] = 2
-                    order.append(node)
-                elif state.get(id(child)) is None:
-                    state[id(child)] = 1
-                    stack.append((child, iter(child.operands + child.control_predecessors)))
-                elif state[id(child)] == 1:
-                    raise VerifyError(f"computation {self.name} has a cycle through {child.name}")
+                    if seen == visiting:
+                        state[id(current)] = visited
+                        order.append(current)
+                    continue
+                state[id(current)] = visiting
+                for operand in reversed(current.operands):
+                    if state.get(id(operand)) == visiting:
+                        raise VerifyError(f"computation {self.name} has a cycle through {operand.name}")
+                    stack.append(operand)
+                stack.extend(current.control_predecessors)
+        if len(order) != len(self.instructions):
+            missing = next(i for i in self.instructions if id(i) not in state)
+            raise VerifyError(f"computation {self.name} has a cycle through {missing.name}")
         return order
 
     def called_computations(self) -> list[HloComputation]:

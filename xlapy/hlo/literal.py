@@ -3,12 +3,14 @@ the instruction's shape, and printed the way XLA prints them."""
 
 from __future__ import annotations
 
+import math
 import re
 
+import ml_dtypes
 import numpy as np
 
-from xlapy.errors import ParseError, XlapyError
-from xlapy.shapes import Shape
+from xlapy.errors import XlapyError
+from xlapy.shapes import ELEMENT_TYPES, Shape
 
 _TOKEN = re.compile(r"\s*(?:([{}(),])|(-?(?:inf|nan)(?:\([^)]*\))?)|(true|false)"
                     r"|([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?))")
@@ -109,49 +111,57 @@ def _number(token: str):
     return float(token)
 
 
-def format_scalar(value, element_type: str) -> str:
-    """One element as XLA prints it: shortest %g-style text that reads back exactly."""
+def _significant_digits(element_type: str) -> tuple[int, ...]:
+    """The %g precisions XLA tries for a float type: f32 and f64 take the short
+    one if it reads back exactly, else the long one; narrower types print
+    ``max_digits10`` digits of the value as an f32."""
+    if element_type == "f32":
+        return (6, 9)
+    if element_type == "f64":
+        return (15, 17)
+    mantissa_bits = ml_dtypes.finfo(ELEMENT_TYPES[element_type].dtype).nmant + 1
+    return (math.ceil(1 + mantissa_bits * math.log10(2)),)
+
+
+def format_scalar(value, element_type: str, in_array: bool = False) -> str:
+    """One element as XLA's literal printer writes it."""
     if element_type == "pred":
-        return "true" if value else "false"
-    if isinstance(value, (complex, np.complexfloating)):
+        return ("1" if value else "0") if in_array else ("true" if value else "false")
+    if element_type in ("c64", "c128"):
         part = "f32" if element_type == "c64" else "f64"
         return f"({format_scalar(value.real, part)}, {format_scalar(value.imag, part)})"
-    if isinstance(value, (np.integer, int)):
+    kind = ELEMENT_TYPES[element_type]
+    if kind.is_integral:
         return str(int(value))
     v = float(value)
-    if np.isnan(v):
-        return "-nan" if np.signbit(v) else "nan"
-    if np.isinf(v):
-        return "-inf" if v < 0 else "inf"
-    dtype = type(value) if isinstance(value, np.generic) else np.float64
-    for precision in range(1, 18):
-        text = f"{v:.{precision}g}"
-        if dtype(float(text)) == value:
-            return text
-    return repr(v)
+    if math.isnan(v):
+        return "-nan" if math.copysign(1.0, v) < 0 else "nan"
+    digits = _significant_digits(element_type)
+    if len(digits) == 1:
+        return f"{v:.{digits[0]}g}"
+    short = f"{v:.{digits[0]}g}"
+    return short if kind.dtype.type(float(short)) == kind.dtype.type(v) else f"{v:.{digits[1]}g}"
 
 
 def format_literal(value, shape: Shape) -> str:
-    """A literal as XLA prints it: scalars bare, arrays as nested ``{...}``."""
+    """A literal on one line, as XLA prints a constant's operand."""
     if shape.is_tuple:
-        return "(" + ", ".join(format_literal(v, s) for v, s in zip(value, shape.tuple_shapes)) + ")"
+        return "( " + ", ".join(format_literal(v, s) for v, s in zip(value, shape.tuple_shapes)) + " )"
     array = np.asarray(value, dtype=shape.dtype)
-    if not shape.dimensions:
+    rank = array.ndim
+    if rank == 0:
         return format_scalar(array[()], shape.element_type)
+    if rank == 1:
+        return "{" + ", ".join(format_scalar(x, shape.element_type, True) for x in array) + "}"
 
-    def nested(a) -> str:
+    def nested(a: np.ndarray, index: tuple[int, ...]) -> str:
         if a.ndim == 1:
-            return "{" + ", ".join(format_scalar(x, shape.element_type) for x in a) + "}"
-        return "{ " + ", ".join(nested(x) for x in a) + " }"
+            body = ", ".join(format_scalar(x, shape.element_type, True) for x in a)
+            return "{ " + body + " }" if a.size > 1 else "{" + body + "}"
+        # XLA labels the sub-blocks of arrays of rank > 3 with their index.
+        label = f" /*i{len(index) - 1}={index[-1]}*/" if rank > 3 and index else ""
+        return "{" + label + " " + ", ".join(nested(x, (*index, i)) for i, x in enumerate(a)) + " }"
 
-    return nested(array)
+    return nested(array, ())
 
 
-def check_literal(text: str, shape: Shape, where: tuple[int, int]) -> None:
-    """Raise a ParseError at ``where`` unless ``text`` is a literal of ``shape``."""
-    if text.strip() == "{...}":
-        return  # a large constant elided by XLA's printer
-    try:
-        parse_literal(text, shape)
-    except XlapyError as e:
-        raise ParseError(str(e), *where) from None

@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from xlapy.errors import ParseError
+from xlapy.errors import ParseError, XlapyError
 from xlapy.hlo.attributes import ATTRIBUTES, COMPUTATION, COMPUTATION_LIST, read_attribute, scan_value
 from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
-from xlapy.hlo.literal import check_literal
+from xlapy.hlo.literal import parse_literal
 from xlapy.hlo.opcodes import OPCODES
 from xlapy.shapes import ELEMENT_TYPES, ShapeParser
 
@@ -51,6 +51,10 @@ class HloParser(ShapeParser):
             if computation.name in positions:
                 raise self.error(f"duplicate computation name '{computation.name}'", start)
             positions[computation.name] = start
+            # Instruction names are unique in a module: XLA renames later duplicates.
+            for instruction in computation.instructions:
+                if instruction.name in module.names:
+                    instruction.name = module.unique_name(instruction.name)
             module.add_computation(computation, entry=computation.is_entry)
             drafts.extend(computation_drafts)
         if not module.computations:
@@ -170,10 +174,12 @@ class HloParser(ShapeParser):
                     raise self.error("expected ')' to end the constant literal", start)
                 depth += {"(": 1, ")": -1}.get(self.text[self.pos], 0)
                 self.pos += 1
-            instruction.literal = self.text[start:self.pos - 1].strip()
-            line = self.text.count("\n", 0, start) + 1
-            column = start - (self.text.rfind("\n", 0, start) + 1) + 1
-            check_literal(instruction.literal, shape, (line, column))
+            text = self.text[start:self.pos - 1].strip()
+            try:
+                # XLA elides large constants as `{...}`: their value is unknown.
+                instruction.literal = text if text == "{...}" else parse_literal(text, shape)
+            except XlapyError as e:
+                raise self.error(f"bad literal for {shape}: {e}", start) from None
         else:
             self._operands(draft)
         while self.eat(","):
@@ -223,16 +229,20 @@ class HloParser(ShapeParser):
     # -- linking --------------------------------------------------------------
     def _link_instructions(self, computation: HloComputation, drafts: list[_Draft],
                            by_name: dict[str, _Draft]) -> None:
-        def lookup(name: str, pos: int) -> HloInstruction:
+        index = {name: i for i, name in enumerate(by_name)}
+
+        def lookup(name: str, pos: int, user_index: int) -> HloInstruction:
             if name not in by_name:
                 raise self.error(f"instruction '{name}' is not defined in computation '{computation.name}'", pos)
+            if index[name] >= user_index:  # as in XLA, a value is defined before its uses
+                raise self.error(f"instruction '{name}' is used before it is defined", pos)
             return by_name[name].instruction
 
-        for draft in drafts:
+        for user_index, draft in enumerate(drafts):
             for name, pos in draft.operand_names:
-                draft.instruction.append_operand(lookup(name, pos))
+                draft.instruction.append_operand(lookup(name, pos, user_index))
             for name, pos in draft.control_predecessor_names:
-                lookup(name, pos).add_control_dependency_to(draft.instruction)
+                lookup(name, pos, user_index).add_control_dependency_to(draft.instruction)
 
     def _link_computations(self, module: HloModule, drafts: list[_Draft]) -> None:
         by_name = {c.name: c for c in module.computations}

@@ -3,7 +3,7 @@ shows: `%` sigils, computation signatures, no operand shapes)."""
 
 from __future__ import annotations
 
-from xlapy.hlo.attributes import print_attribute
+from xlapy.hlo.attributes import is_default, print_attribute
 from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlapy.hlo.literal import format_literal
 
@@ -15,9 +15,12 @@ def print_instruction(instruction: HloInstruction) -> str:
         literal = instruction.literal
         inside = literal if isinstance(literal, str) else format_literal(literal, instruction.shape)
     else:
-        inside = ", ".join(f"%{operand.name}" for operand in instruction.operands)
+        # Like tuple shapes, XLA marks every fifth operand with its index.
+        inside = "".join((f", /*index={i}*/" if i % 5 == 0 else ", ") * (i > 0) + f"%{operand.name}"
+                         for i, operand in enumerate(instruction.operands))
     parts = [f"%{instruction.name} = {instruction.shape} {instruction.opcode}({inside})"]
-    parts.extend(f"{name}={print_attribute(name, value)}" for name, value in instruction.attributes.items())
+    parts.extend(f"{name}={print_attribute(name, value)}" for name, value in instruction.attributes.items()
+                 if not is_default(name, value))
     if instruction.control_predecessors:
         names = ", ".join(f"%{p.name}" for p in instruction.control_predecessors)
         parts.append(f"control-predecessors={{{names}}}")
@@ -30,14 +33,40 @@ def print_computation(computation: HloComputation) -> str:
     params = ", ".join(f"{p.name}: {p.shape.to_string(print_layout=False)}" for p in computation.parameters)
     root_shape = computation.root.shape.to_string(print_layout=False) if computation.root else "()"
     header += f" ({params}) -> {root_shape}"
-    body = "\n".join("  " + print_instruction(i) for i in computation.instructions)
+    module = computation.module
+    scheduled = module is not None and module.attributes.get("is_scheduled") == "true"
+    # XLA prints a scheduled computation in schedule order, any other in post order.
+    order = computation.instructions if scheduled else computation.post_order()
+    body = "\n".join("  " + print_instruction(i) for i in order)
     return f"{header} {{\n{body}\n}}"
 
 
 def print_module(module: HloModule) -> str:
     """The module as ``HloModule::ToString`` prints it, blank lines included."""
-    header = f"HloModule {module.name}" + "".join(f", {k}={v}" for k, v in module.attributes.items())
+    attributes = dict(module.attributes)
+    if "entry_computation_layout" not in attributes and module.entry is not None:
+        attributes = _with_entry_layout(attributes, module.entry)
+    header = f"HloModule {module.name}" + "".join(f", {k}={v}" for k, v in attributes.items())
     text = header + "\n\n"
     if module.stack_frame_sections:
         text += "".join(section + "\n\n" for section in module.stack_frame_sections) + "\n"
     return text + "".join(print_computation(c) + "\n\n" for c in module.computation_post_order())
+
+
+def entry_computation_layout(entry: HloComputation) -> str:
+    """``{(param shapes)->result shape}`` with layouts, defaults filled in, as XLA prints it."""
+    params = ", ".join(str(p.shape.with_default_layout()) for p in entry.parameters)
+    return f"{{({params})->{entry.root.shape.with_default_layout()}}}"
+
+
+def _with_entry_layout(attributes: dict[str, str], entry: HloComputation) -> dict[str, str]:
+    # XLA prints it after is_scheduled, input_output_alias and buffer_donor.
+    result: dict[str, str] = {}
+    keys = list(attributes)
+    leading = [k for k in keys if k in ("is_scheduled", "input_output_alias", "buffer_donor")]
+    for key in leading:
+        result[key] = attributes[key]
+    result["entry_computation_layout"] = entry_computation_layout(entry)
+    for key in keys:
+        result.setdefault(key, attributes[key])
+    return result

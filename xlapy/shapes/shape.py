@@ -134,7 +134,12 @@ class Shape:
     def to_string(self, print_layout: bool = True) -> str:
         """XLA's human string, as ``ShapeUtil::HumanString[WithLayout]`` prints it."""
         if self.is_tuple:
-            return "(" + ", ".join(s.to_string(print_layout) for s in self.tuple_shapes) + ")"
+            # XLA marks every fifth element of a tuple with its index.
+            parts = [
+                (f", /*index={i}*/" if i % 5 == 0 else ", ") * (i > 0) + s.to_string(print_layout)
+                for i, s in enumerate(self.tuple_shapes)
+            ]
+            return "(" + "".join(parts) + ")"
         dims = ",".join(
             ("?" if d == UNBOUNDED_SIZE else f"<={d}") if dyn else str(d)
             for d, dyn in zip(self.dimensions, self.dynamic_dimensions)
