@@ -239,23 +239,35 @@ _WINDOW_FIELDS = {"size": "size", "stride": "stride", "lhs_dilate": "base_dilati
                   "rhs_dilate": "window_dilation", "rhs_reversal": "window_reversal"}
 
 
+_DIMS = re.compile(r"-?\d+(?:x-?\d+)*$")
+_PADS = re.compile(r"-?\d+_-?\d+(?:x-?\d+_-?\d+)*$")
+
+
 def _read_window(cursor: Cursor) -> tuple[WindowDimension, ...]:
     cursor.expect("{", "to start the window")
     fields: dict[str, list] = {}
     while not cursor.eat("}"):
         key_pos = cursor.pos
         key = _read_word(cursor)
+        if key != "pad" and key not in _WINDOW_FIELDS:
+            raise cursor.error(f"unknown window field '{key}'", key_pos)
+        if key in fields:
+            raise cursor.error(f"window field '{key}' given twice", key_pos)
         cursor.expect("=", f"after window field '{key}'")
         value_pos = cursor.pos
         value = _read_word(cursor)
         if key == "pad":
+            if not _PADS.match(value):
+                raise cursor.error(f"expected window padding like 0_1x1_1, got '{value}'", value_pos)
             fields["pad"] = [tuple(map(int, p.split("_"))) for p in value.split("x")]
-        elif key in _WINDOW_FIELDS:
-            fields[key] = [int(v) for v in value.split("x")]
         else:
-            raise cursor.error(f"unknown window field '{key}'", key_pos)
+            if not _DIMS.match(value):
+                raise cursor.error(f"expected window {key} like 3x3, got '{value}'", value_pos)
+            fields[key] = [int(v) for v in value.split("x")]
         if any(len(v) != len(fields.get("size", v)) for v in fields.values()):
             raise cursor.error(f"window field '{key}' has a different rank than 'size'", value_pos)
+    if fields and "size" not in fields:
+        raise cursor.error("a window needs 'size='")
     rank = len(fields.get("size", []))
     dims = []
     for i in range(rank):
