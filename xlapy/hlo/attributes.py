@@ -4,7 +4,6 @@ without an entry are kept as ``Verbatim`` text and printed back unchanged."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -69,14 +68,46 @@ def read_string(cursor: Cursor) -> str:
     if not cursor.peek('"'):
         raise cursor.error(f"expected a string, got {cursor.found()}")
     end = _end_of_string(cursor, cursor.pos)
-    raw = cursor.text[cursor.pos + 1: end - 1]
+    start = cursor.pos
+    raw = cursor.text[start + 1: end - 1]
     cursor.pos = end
-    return json.loads('"' + raw + '"') if "\\" in raw else raw
+    return _c_unescape(raw, cursor, start) if "\\" in raw else raw
+
+
+_ESCAPES = {b"n": b"\n", b"t": b"\t", b"r": b"\r", b'"': b'"', b"'": b"'", b"\\": b"\\", b"?": b"?",
+            b"a": b"\a", b"b": b"\b", b"f": b"\f", b"v": b"\v"}
+_ESCAPE = re.compile(rb"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|(.))", re.S)
+
+
+def _c_unescape(raw: str, cursor: Cursor, pos: int) -> str:
+    """The string a C-escaped literal stands for (XLA escapes strings C-style,
+    non-ASCII text as octal UTF-8 bytes)."""
+    def replace(match: re.Match) -> bytes:
+        octal, hexa, char = match.groups()
+        if octal:
+            return bytes([int(octal, 8) & 0xFF])
+        if hexa:
+            return bytes([int(hexa, 16)])
+        if char in _ESCAPES:
+            return _ESCAPES[char]
+        raise cursor.error(f"unknown escape '\\{char.decode(errors='replace')}' in string", pos)
+
+    return _ESCAPE.sub(replace, raw.encode("utf-8")).decode("utf-8", "surrogateescape")
 
 
 def quote(value: str) -> str:
-    """A string as XLA prints it (C escapes for quotes, backslashes, newlines)."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    """A string as XLA prints it: quoted, escaped as ``absl::CEscape`` does."""
+    named = {ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t", ord('"'): '\\"', ord("'"): "\\'",
+             ord("\\"): "\\\\"}
+    out = []
+    for byte in value.encode("utf-8", "surrogateescape"):
+        if byte in named:
+            out.append(named[byte])
+        elif byte < 0x20 or byte >= 0x7F:
+            out.append(f"\\{byte:03o}")
+        else:
+            out.append(chr(byte))
+    return '"' + "".join(out) + '"'
 
 
 @dataclass(frozen=True)
@@ -299,20 +330,10 @@ def _print_window(dims: tuple[WindowDimension, ...]) -> str:
     return "{" + " ".join(parts) + "}"
 
 
-def _read_backend_config(cursor: Cursor) -> str:
-    """A backend config: a quoted string or a bare JSON object."""
-    if cursor.peek('"'):
-        return read_string(cursor)
-    if not cursor.peek("{"):
-        raise cursor.error(f"expected a backend config (string or {{...}}), got {cursor.found()}")
-    return scan_value(cursor)
-
-
-def _lexes_as_json_dict(text: str) -> bool:
-    """True if ``text`` is one balanced ``{...}`` group (strings respected)."""
-    if not text.startswith("{"):
-        return False
-    depth, i = 0, 0
+def _json_dict_end(text: str, pos: int) -> int | None:
+    """End of the ``{...}`` group starting at ``pos``, counting braces only and
+    skipping strings, as XLA's lexer reads a JSON dict; None if unbalanced."""
+    depth, i = 0, pos
     while i < len(text):
         c = text[i]
         if c == '"':
@@ -324,9 +345,27 @@ def _lexes_as_json_dict(text: str) -> bool:
         elif c == "}":
             depth -= 1
             if depth == 0:
-                return i == len(text) - 1
+                return i + 1
         i += 1
-    return False
+    return None
+
+
+def _read_backend_config(cursor: Cursor) -> str:
+    """A backend config: a quoted string or a bare JSON object."""
+    if cursor.peek('"'):
+        return read_string(cursor)
+    if not cursor.peek("{"):
+        raise cursor.error(f"expected a backend config (string or {{...}}), got {cursor.found()}")
+    end = _json_dict_end(cursor.text, cursor.pos)
+    if end is None:
+        raise cursor.error("unbalanced '{' in backend config")
+    text = cursor.text[cursor.pos:end]
+    cursor.pos = end
+    return text
+
+
+def _lexes_as_json_dict(text: str) -> bool:
+    return text.startswith("{") and _json_dict_end(text, 0) == len(text)
 
 
 def _print_backend_config(text: str) -> str:
