@@ -9,6 +9,7 @@ import re
 from xlapy.errors import ParseError
 
 INT = re.compile(r"-?\d+")
+_SPACE = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n]*)*", re.S)
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -28,23 +29,9 @@ class Cursor:
 
     def skip_space(self) -> None:
         """Skip whitespace, ``/* block */`` and ``// line`` comments."""
-        text, pos, end = self.text, self.pos, len(self.text)
-        while pos < end:
-            c = text[pos]
-            if c.isspace():
-                pos += 1
-            elif text.startswith("/*", pos):
-                close = text.find("*/", pos + 2)
-                if close < 0:
-                    self.pos = pos
-                    raise self.error("unterminated /* comment")
-                pos = close + 2
-            elif text.startswith("//", pos):
-                newline = text.find("\n", pos)
-                pos = end if newline < 0 else newline + 1
-            else:
-                break
-        self.pos = pos
+        self.pos = _SPACE.match(self.text, self.pos).end()
+        if self.text.startswith("/*", self.pos):
+            raise self.error("unterminated /* comment")
 
     def at_end(self) -> bool:
         self.skip_space()

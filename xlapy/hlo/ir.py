@@ -47,16 +47,19 @@ class HloInstruction:
 
     # -- edges --------------------------------------------------------------
     def append_operand(self, operand: HloInstruction) -> None:
-        self.operands.append(operand)
-        if self not in operand.users:
+        # A user is listed once per distinct operand; checking our own (short)
+        # operand list keeps this O(1) for values with very many users.
+        if not any(o is operand for o in self.operands):
             operand.users.append(self)
+        self.operands.append(operand)
 
     def replace_operand(self, index: int, new: HloInstruction) -> None:
         old = self.operands[index]
+        already_user = any(o is new for o in self.operands)
         self.operands[index] = new
-        if old not in self.operands:
+        if not any(o is old for o in self.operands):
             old.users.remove(self)
-        if self not in new.users:
+        if not already_user:
             new.users.append(self)
 
     def replace_operand_with(self, old: HloInstruction, new: HloInstruction) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 from xlapy.errors import XlapyError
@@ -23,6 +24,13 @@ class ShapeParser(Cursor):
         """One shape (array, tuple or token), validated."""
         self.skip_space()
         start = self.pos
+        # Fast path: a plain array shape seen before (shapes are immutable values).
+        match = _PLAIN_ARRAY.match(self.text, start)
+        if match and not _LAYOUT_START.match(self.text, match.end()):
+            shape = _plain_array(match.group())
+            if shape is not None:
+                self.pos = match.end()
+                return shape
         positions: dict = {}
         shape = self._shape(positions)
         try:
@@ -225,6 +233,23 @@ class ShapeParser(Cursor):
         except (KeyError, IndexError):
             pass
         return positions.get("type", default)
+
+
+# `f32[3,5]` or `f32[3,5]{1,0}`: static dims and an untiled layout.
+_PLAIN_ARRAY = re.compile(r"[a-z][a-z0-9]*\[[0-9,]*\](?:\{[0-9,]*\})?")
+_LAYOUT_START = re.compile(r"\s*\{\s*(?:-?\d|:|\})")
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_array(text: str) -> Shape | None:
+    """The shape of a plain array text, or None to let the full parser report on it."""
+    try:
+        parser = ShapeParser(text)
+        shape = parser._shape({})
+        check_shape(shape)
+    except XlapyError:
+        return None
+    return shape if parser.pos == len(text) else None
 
 
 def parse_shape(text: str) -> Shape:
