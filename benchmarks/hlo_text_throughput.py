@@ -40,7 +40,7 @@ def generate(instructions: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def best(fn, repeat: int) -> float:
+def best(fn, repeat: int) -> tuple[float, float]:
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -58,7 +58,8 @@ def main() -> None:
     module = parse_module(text)
     xla_module = _hlo.hlo_module_from_text(text)
     rows = [
-        ("parse", best(lambda: parse_module(text), args.repeat), best(lambda: _hlo.hlo_module_from_text(text), args.repeat)),
+        ("parse", best(lambda: parse_module(text), args.repeat),
+         best(lambda: _hlo.hlo_module_from_text(text), args.repeat)),
         ("print", best(module.to_text, args.repeat), best(xla_module.to_string, args.repeat)),
     ]
     size_mb = len(text) / 1e6
