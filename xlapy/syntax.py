@@ -5,8 +5,12 @@ reports errors at a line and column."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
 from xlapy.errors import ParseError
+
+T = TypeVar("T")
 
 INT = re.compile(r"-?\d+")
 _SPACE = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n]*)*", re.S)
@@ -59,13 +63,30 @@ class Cursor:
         if not self.eat(literal):
             raise self.error(f"expected '{literal}' {what}, got {self.found()}")
 
-    def int(self, what: str) -> int:
+    def match(self, pattern: re.Pattern, what: str) -> re.Match:
+        """Consume ``pattern`` at the cursor, or fail saying ``what`` was expected."""
         self.skip_space()
-        match = INT.match(self.text, self.pos)
+        match = pattern.match(self.text, self.pos)
         if not match:
             raise self.error(f"expected {what}, got {self.found()}")
         self.pos = match.end()
-        return int(match.group())
+        return match
+
+    def int(self, what: str) -> int:
+        return int(self.match(INT, what).group())
+
+    def delimited(self, open_: str, close: str, read_item: Callable[[], T], what: str) -> list[T]:
+        """``open_ item, item, ... close`` (possibly empty)."""
+        self.expect(open_, f"to start {what}")
+        items: list[T] = []
+        if self.eat(close):
+            return items
+        while True:
+            items.append(read_item())
+            if self.eat(close):
+                return items
+            if not self.eat(","):
+                raise self.error(f"expected ',' or '{close}' in {what}, got {self.found()}")
 
     def ident(self) -> str | None:
         """The identifier at the cursor, without consuming it."""

@@ -146,15 +146,7 @@ class AttributeKind:
 # -- readers and printers -------------------------------------------------------
 
 def _read_int_list(cursor: Cursor) -> tuple[int, ...]:
-    cursor.expect("{", "to start a list of integers")
-    values: list[int] = []
-    if not cursor.eat("}"):
-        while True:
-            values.append(cursor.int("an integer"))
-            if cursor.eat("}"):
-                break
-            cursor.expect(",", "or '}' in a list of integers")
-    return tuple(values)
+    return tuple(cursor.delimited("{", "}", lambda: cursor.int("an integer"), "a list of integers"))
 
 
 def _print_int_list(values: tuple[int, ...]) -> str:
@@ -162,37 +154,24 @@ def _print_int_list(values: tuple[int, ...]) -> str:
 
 
 def _read_int_list_list(cursor: Cursor) -> tuple[tuple[int, ...], ...]:
-    cursor.expect("{", "to start a list of lists")
-    values = []
-    if not cursor.eat("}"):
-        while True:
-            values.append(_read_int_list(cursor))
-            if cursor.eat("}"):
-                break
-            cursor.expect(",", "or '}' in a list of lists")
-    return tuple(values)
+    return tuple(cursor.delimited("{", "}", lambda: _read_int_list(cursor), "a list of lists"))
 
 
 def _print_int_list_list(values) -> str:
     return "{" + ",".join(_print_int_list(v) for v in values) + "}"
 
 
+_WORD = re.compile(r"[\w.\-]+")
+_DIM_LABELS = re.compile(r"\w+->\w+")
+_COMPUTATION_NAME = re.compile(r"%?([A-Za-z_][\w.\-]*)")
+
+
 def _read_word(cursor: Cursor) -> str:
-    cursor.skip_space()
-    match = re.compile(r"[\w.\-]+").match(cursor.text, cursor.pos)
-    if not match:
-        raise cursor.error(f"expected a word, got {cursor.found()}")
-    cursor.pos = match.end()
-    return match.group()
+    return cursor.match(_WORD, "a word").group()
 
 
 def _read_dim_labels(cursor: Cursor) -> str:
-    cursor.skip_space()
-    match = re.compile(r"\w+->\w+").match(cursor.text, cursor.pos)
-    if not match:
-        raise cursor.error(f"expected dimension labels like b01f_01io->b01f, got {cursor.found()}")
-    cursor.pos = match.end()
-    return match.group()
+    return cursor.match(_DIM_LABELS, "dimension labels like b01f_01io->b01f").group()
 
 
 def _read_bool(cursor: Cursor) -> bool:
@@ -203,24 +182,11 @@ def _read_bool(cursor: Cursor) -> bool:
 
 
 def _read_computation_name(cursor: Cursor) -> str:
-    cursor.skip_space()
-    match = re.compile(r"%?([A-Za-z_][\w.\-]*)").match(cursor.text, cursor.pos)
-    if not match:
-        raise cursor.error(f"expected a computation name, got {cursor.found()}")
-    cursor.pos = match.end()
-    return match.group(1)
+    return cursor.match(_COMPUTATION_NAME, "a computation name").group(1)
 
 
 def _read_computation_list(cursor: Cursor) -> tuple[str, ...]:
-    cursor.expect("{", "to start a list of computations")
-    names = []
-    if not cursor.eat("}"):
-        while True:
-            names.append(_read_computation_name(cursor))
-            if cursor.eat("}"):
-                break
-            cursor.expect(",", "or '}' in a list of computations")
-    return tuple(names)
+    return tuple(cursor.delimited("{", "}", lambda: _read_computation_name(cursor), "a list of computations"))
 
 
 def _read_slice(cursor: Cursor) -> tuple[SliceDimension, ...]:

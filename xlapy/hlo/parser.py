@@ -67,20 +67,10 @@ class HloParser(ShapeParser):
 
     # -- pieces ---------------------------------------------------------------
     def _name(self, what: str) -> str:
-        self.skip_space()
-        match = _NAME.match(self.text, self.pos)
-        if not match:
-            raise self.error(f"expected {what}, got {self.found()}")
-        self.pos = match.end()
-        return match.group(1)
+        return self.match(_NAME, what).group(1)
 
     def _attribute_name(self) -> str:
-        self.skip_space()
-        match = _ATTRIBUTE_NAME.match(self.text, self.pos)
-        if not match:
-            raise self.error(f"expected an attribute 'name=value', got {self.found()}")
-        self.pos = match.end()
-        return match.group(1)
+        return self.match(_ATTRIBUTE_NAME, "an attribute 'name=value'").group(1)
 
     def _stack_frame_sections(self, module: HloModule) -> None:
         # Each section is its keyword and lines `N <entry>`, kept verbatim.
@@ -106,7 +96,6 @@ class HloParser(ShapeParser):
         self.expect("{", f"to start the body of computation '{computation.name}'")
         drafts: list[_Draft] = []
         by_name: dict[str, _Draft] = {}
-        root_pos = None
         while not self.eat("}"):
             if self.at_end():
                 raise self.error(f"expected '}}' to end computation '{computation.name}', got end of text")
@@ -122,7 +111,6 @@ class HloParser(ShapeParser):
                     raise self.error(f"computation '{computation.name}' has a second ROOT", start)
                 computation.root = instruction
                 instruction.is_root = True
-                root_pos = start
             by_name[instruction.name] = draft
             instruction.parent = computation
             computation.instructions.append(instruction)
@@ -130,7 +118,6 @@ class HloParser(ShapeParser):
         if computation.root is None:
             raise self.error(f"computation '{computation.name}' has no ROOT instruction", name_pos)
         self._link_instructions(computation, drafts, by_name)
-        del root_pos
         return computation, drafts
 
     def _signature(self) -> None:

@@ -142,16 +142,7 @@ class ShapeParser(Cursor):
             )
 
     def _paren_list(self, read_item, what: str) -> tuple:
-        self.expect("(", f"to start the {what}")
-        items = []
-        if not self.eat(")"):
-            while True:
-                items.append(read_item())
-                if self.eat(")"):
-                    break
-                if not self.eat(","):
-                    raise self.error(f"expected ',' or ')' in the {what}, got {self.found()}")
-        return tuple(items)
+        return tuple(self.delimited("(", ")", read_item, f"the {what}"))
 
     def _tiles(self, tile_positions: list) -> tuple[tuple[int, ...], ...]:
         tiles = []
