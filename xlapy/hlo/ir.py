@@ -15,10 +15,6 @@ from typing import Any
 from xlapy.errors import VerifyError
 from xlapy.shapes import Shape
 
-# Attributes whose value names computations, in the forms XLA prints.
-COMPUTATION_ATTRIBUTES = ("to_apply", "calls", "condition", "body", "true_computation", "false_computation",
-                          "branch_computations", "select", "scatter")
-
 
 class HloInstruction:
     """One HLO instruction. ``attributes`` holds the typed values of the
@@ -117,8 +113,6 @@ class HloComputation:
         self.module: HloModule | None = None
         # The fusion instruction that owns this computation, if any.
         self.fusion_instruction: HloInstruction | None = None
-        # Printed as `(p: shape, ...) -> shape` only when the text had a signature.
-        self.print_signature = True
 
     @property
     def parameters(self) -> list[HloInstruction]:

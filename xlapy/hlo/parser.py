@@ -89,9 +89,7 @@ class HloParser(ShapeParser):
         is_entry = self.eat("ENTRY")
         name_pos = self.pos
         computation = HloComputation(self._name("a computation name"), is_entry=is_entry)
-        computation.print_signature = False
         if self.peek("("):
-            computation.print_signature = True
             self._signature()
         self.expect("{", f"to start the body of computation '{computation.name}'")
         drafts: list[_Draft] = []
