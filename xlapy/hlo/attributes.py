@@ -21,7 +21,6 @@ def scan_value(cursor: Cursor) -> str:
     group, a quoted string, or a bare token, up to the next top-level ','."""
     cursor.skip_space()
     text, start, pos = cursor.text, cursor.pos, cursor.pos
-    depth = 0
     closers = {"{": "}", "[": "]", "(": ")"}
     stack: list[str] = []
     while pos < len(text):
@@ -31,14 +30,12 @@ def scan_value(cursor: Cursor) -> str:
             continue
         if c in closers:
             stack.append(closers[c])
-            depth += 1
         elif c in "}])":
             if not stack:
                 break
             if c != stack.pop():
                 raise cursor.error(f"unbalanced '{c}' in attribute value", pos)
-            depth -= 1
-        elif depth == 0 and (c == "," or c == "\n"):
+        elif not stack and c in ",\n":
             break
         pos += 1
     if stack:

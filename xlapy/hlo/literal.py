@@ -18,18 +18,16 @@ _TOKEN = re.compile(r"\s*(?:([{}(),])|(-?(?:inf|nan)(?:\([^)]*\))?)|(true|false)
 
 def parse_literal(text: str, shape: Shape) -> np.ndarray | tuple:
     """The value of literal ``text`` for ``shape``: an ndarray, or a tuple for tuple shapes."""
-    tokens = _tokens(text)
-    value, rest = _value(tokens, 0, shape, text)
-    if rest != len(tokens):
-        raise XlapyError(f"unexpected '{tokens[rest]}' in literal {text!r}")
+    reader = _LiteralReader(_tokens(text), text)
+    value = reader.value(shape)
+    if reader.i != len(reader.tokens):
+        raise XlapyError(f"unexpected '{reader.tokens[reader.i]}' in literal {text!r}")
     return value
 
 
 def _tokens(text: str) -> list[str]:
     tokens, pos = [], 0
-    while pos < len(text):
-        if text[pos:].strip() == "":
-            break
+    while text[pos:].strip():
         match = _TOKEN.match(text, pos)
         if not match:
             raise XlapyError(f"cannot read literal {text!r} at '{text[pos:pos + 10]}'")
@@ -38,65 +36,67 @@ def _tokens(text: str) -> list[str]:
     return tokens
 
 
-def _value(tokens: list[str], i: int, shape: Shape, text: str):
-    if shape.is_tuple:
-        if tokens[i] != "(":
-            raise XlapyError(f"tuple literal must start with '(' in {text!r}")
-        i += 1
-        values = []
-        for k, sub in enumerate(shape.tuple_shapes):
-            if k:
-                if tokens[i] != ",":
-                    raise XlapyError(f"expected ',' between tuple elements in {text!r}")
-                i += 1
-            value, i = _value(tokens, i, sub, text)
-            values.append(value)
-        if tokens[i] != ")":
-            raise XlapyError(f"expected ')' at the end of a tuple literal in {text!r}")
-        return tuple(values), i + 1
-    if shape.is_token:
-        return None, i
-    scalars: list = []
-    complex_type = shape.type.is_complex
-    j = i
-    depth = 0
-    while j < len(tokens):
-        t = tokens[j]
-        if t == "{":
-            depth += 1
-        elif t == "}":
-            depth -= 1
-            if depth < 0:
-                break
-        elif t == "(" and complex_type:
-            real, imag = tokens[j + 1], tokens[j + 3]
-            if tokens[j + 2] != "," or tokens[j + 4] != ")":
-                raise XlapyError(f"complex numbers are written (re, im) in {text!r}")
-            scalars.append(complex(_number(real), _number(imag)))
-            j += 5
-            if depth == 0:
-                break
-            continue
-        elif t == ",":
-            if depth == 0:
-                break
-        elif t in "()":
-            break
+class _LiteralReader:
+    """literal ::= scalar | '(' re ',' im ')' | '{' [literal (',' literal)*] '}' | '(' literal, ... ')'"""
+
+    def __init__(self, tokens: list[str], text: str):
+        self.tokens, self.text, self.i = tokens, text, 0
+
+    def peek(self) -> str:
+        return self.tokens[self.i] if self.i < len(self.tokens) else ""
+
+    def take(self, expected: str | None = None) -> str:
+        token = self.peek()
+        if expected is not None and token != expected:
+            raise XlapyError(f"expected '{expected}', got '{token or 'end'}' in literal {self.text!r}")
+        if not token:
+            raise XlapyError(f"literal {self.text!r} ends too early")
+        self.i += 1
+        return token
+
+    def value(self, shape: Shape):
+        if shape.is_tuple:
+            self.take("(")
+            values = []
+            for k, sub in enumerate(shape.tuple_shapes):
+                if k:
+                    self.take(",")
+                values.append(self.value(sub))
+            self.take(")")
+            return tuple(values)
+        if shape.is_token:
+            return None
+        scalars: list = []
+        self.elements(shape.type.is_complex, scalars)
+        if len(scalars) != shape.element_count:
+            raise XlapyError(f"literal {self.text!r} has {len(scalars)} values, {shape} needs {shape.element_count}")
+        if shape.element_type == "pred" or np.issubdtype(shape.dtype, np.integer):
+            array = np.array([int(v) for v in scalars], dtype=object)
         else:
-            scalars.append(_number(t))
-            if depth == 0:
-                j += 1
-                break
-        j += 1
-        if depth == 0:
-            break
-    count = shape.element_count
-    if len(scalars) != count:
-        raise XlapyError(f"literal {text!r} has {len(scalars)} values, {shape} needs {count}")
-    array = np.array(scalars, dtype=np.float64 if not complex_type else np.complex128)
-    if shape.element_type == "pred" or np.issubdtype(shape.dtype, np.integer):
-        array = np.array([int(v) for v in scalars], dtype=object)
-    return np.asarray(array.astype(shape.dtype)).reshape(shape.dimensions), j
+            array = np.array(scalars, dtype=np.complex128 if shape.type.is_complex else np.float64)
+        return np.asarray(array.astype(shape.dtype)).reshape(shape.dimensions)
+
+    def elements(self, is_complex: bool, out: list) -> None:
+        """Append the scalars of one (possibly nested) array literal to ``out``."""
+        if self.peek() == "{":
+            self.take()
+            if self.peek() != "}":
+                self.elements(is_complex, out)
+                while self.peek() == ",":
+                    self.take()
+                    self.elements(is_complex, out)
+            self.take("}")
+        elif is_complex:
+            self.take("(")
+            real = _number(self.take())
+            self.take(",")
+            out.append(complex(real, _number(self.take())))
+            self.take(")")
+        else:
+            token = self.take()
+            if token in "{}(),":
+                raise XlapyError(f"unexpected '{token}' in literal {self.text!r}")
+            out.append(_number(token))
 
 
 def _number(token: str):
