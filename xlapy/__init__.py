@@ -3,10 +3,11 @@
 from xlapy.errors import ParseError, UnimplementedError, VerifyError, XlapyError
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
 from xlapy.hlo import parse_module as parse_hlo
+from xlapy.interpreter import evaluate
 
 __version__ = "0.1.0"
 
 __all__ = [
     "HloComputation", "HloInstruction", "HloModule", "ParseError", "UnimplementedError", "VerifyError",
-    "XlapyError", "__version__", "parse_hlo",
+    "XlapyError", "__version__", "evaluate", "parse_hlo",
 ]

@@ -1,0 +1,14 @@
+"""The reference interpreter: HLO evaluated with numpy, one rule per opcode."""
+
+from xlapy.interpreter import (  # noqa: F401 - importing registers the rules
+    collectives,
+    control_flow,
+    data_movement,
+    dot,
+    elementwise,
+    reduce,
+)
+from xlapy.interpreter.evaluator import Evaluator, evaluate
+from xlapy.interpreter.registry import RULES
+
+__all__ = ["RULES", "Evaluator", "evaluate"]

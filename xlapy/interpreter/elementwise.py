@@ -1,0 +1,313 @@
+"""Elementwise ops: one rule per opcode, each on whole arrays.
+
+Narrow floats (bf16, f16, fp8) are computed in f32 and rounded back by the
+evaluator after every op; integers wrap; division, remainder and shifts
+follow XLA's rules where C leaves them undefined."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from xlapy.interpreter.numerics import convert, dtype_of, type_of, widen
+from xlapy.interpreter.registry import rule
+from xlapy.shapes import TypeKind
+
+
+def _unary(*opcodes: str):
+    """Register ``function(x)`` (on widened values) as the rule of ``opcodes``."""
+
+    def register(function):
+        rule(*opcodes)(lambda instr, operands, ev: function(widen(operands[0])))
+        return function
+
+    return register
+
+
+def _binary(*opcodes: str):
+    def register(function):
+        rule(*opcodes)(lambda instr, operands, ev: function(widen(operands[0]), widen(operands[1])))
+        return function
+
+    return register
+
+
+for _opcode, _ufunc in {
+    "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "atan2": np.arctan2,
+    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+}.items():
+    _binary(_opcode)(_ufunc)
+
+for _opcode, _ufunc in {
+    "ceil": np.ceil, "floor": np.floor, "round-nearest-even": np.rint, "exponential": np.exp,
+    "exponential-minus-one": np.expm1, "log": np.log, "log-plus-one": np.log1p, "sqrt": np.sqrt,
+    "cbrt": np.cbrt, "sine": np.sin, "cosine": np.cos, "tan": np.tan, "tanh": np.tanh, "is-finite": np.isfinite,
+    "real": np.real, "imag": np.imag, "negate": np.negative, "copy": np.copy,
+}.items():
+    _unary(_opcode)(_ufunc)
+
+
+@_unary("abs")
+def _abs(x: np.ndarray) -> np.ndarray:
+    return np.abs(x)
+
+
+@_unary("rsqrt")
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    return 1 / np.sqrt(x)
+
+
+@_unary("logistic")
+def _logistic(x: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-x))
+
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+@_unary("erf")
+def _erf_rule(x: np.ndarray) -> np.ndarray:
+    return np.asarray(_erf(x.astype(np.float64)), np.float64)
+
+
+@_unary("sign")
+def _sign(x: np.ndarray) -> np.ndarray:
+    if x.dtype.kind == "c":
+        magnitude = np.abs(x)
+        return np.where(magnitude == 0, 0, x / np.where(magnitude == 0, 1, magnitude))
+    # sign(±0) is ±0 and sign(NaN) is NaN.
+    return np.where(x == 0, x, np.sign(x))
+
+
+@_unary("round-nearest-afz")
+def _round_half_away_from_zero(x: np.ndarray) -> np.ndarray:
+    whole = np.trunc(x)
+    return np.where(np.abs(x - whole) >= 0.5, whole + np.sign(x), whole)
+
+
+@_unary("not")
+def _not(x: np.ndarray) -> np.ndarray:
+    return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
+
+
+def _as_unsigned(x: np.ndarray, bits: int) -> np.ndarray:
+    """The two's-complement bit pattern of integer ``x`` as uint64."""
+    return x.astype(np.int64).astype(np.uint64) & np.uint64((1 << bits) - 1) if bits < 64 else x.view(np.uint64)
+
+
+def _bit_width(instr, operands) -> int:
+    return type_of(operands[0]).bit_width
+
+
+@rule("popcnt")
+def _popcnt(instr, operands, ev) -> np.ndarray:
+    return np.bitwise_count(_as_unsigned(widen(operands[0]), _bit_width(instr, operands)))
+
+
+@rule("clz")
+def _clz(instr, operands, ev) -> np.ndarray:
+    bits = _bit_width(instr, operands)
+    value = _as_unsigned(widen(operands[0]), bits)
+    length = np.zeros(value.shape, np.int64)
+    for step in (32, 16, 8, 4, 2, 1):
+        high = (value >> np.uint64(step)) != 0
+        length += np.where(high, step, 0)
+        value = np.where(high, value >> np.uint64(step), value)
+    length += (value != 0).astype(np.int64)
+    return bits - length
+
+
+# -- binary ops with XLA-specific corner cases ------------------------------------------
+
+
+@_binary("maximum")
+def _maximum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.maximum(a, b)  # NaN propagates, as in XLA
+
+
+@_binary("minimum")
+def _minimum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.minimum(a, b)
+
+
+def _integer_division_parts(a: np.ndarray, b: np.ndarray):
+    """Masks of XLA's special cases (b == 0; INT_MIN / -1) and a divisor safe to use."""
+    by_zero = b == 0
+    overflow = np.zeros(np.broadcast(a, b).shape, bool)
+    if a.dtype.kind == "i":
+        # Sub-byte types arrive widened; their INT_MIN / -1 wraps back to INT_MIN.
+        overflow = (a == np.iinfo(a.dtype).min) & (b == -1)
+    safe = np.where(by_zero | overflow, 1, b).astype(b.dtype)
+    return by_zero, overflow, safe
+
+
+def _truncating_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    quotient = a // b
+    # numpy floors; C (and XLA) truncates toward zero.
+    inexact = (quotient * b != a) & ((a < 0) != (b < 0))
+    return quotient + inexact.astype(quotient.dtype)
+
+
+@rule("divide")
+def _divide(instr, operands, ev) -> np.ndarray:
+    a, b = widen(operands[0]), widen(operands[1])
+    if a.dtype.kind in "fc":
+        return a / b
+    by_zero, overflow, safe = _integer_division_parts(a, b)
+    quotient = _truncating_divide(a, safe)
+    # x / 0 is -1 (all bits set); INT_MIN / -1 is INT_MIN.
+    minus_one = np.array(-1).astype(a.dtype) if a.dtype.kind == "i" else np.array(np.iinfo(a.dtype).max, a.dtype)
+    return np.where(by_zero, minus_one, np.where(overflow, a, quotient))
+
+
+@rule("remainder")
+def _remainder(instr, operands, ev) -> np.ndarray:
+    a, b = widen(operands[0]), widen(operands[1])
+    if a.dtype.kind in "f":
+        return np.fmod(a, b)
+    by_zero, overflow, safe = _integer_division_parts(a, b)
+    # x % 0 is x; INT_MIN % -1 is 0.
+    return np.where(by_zero, a, np.where(overflow, 0, a - _truncating_divide(a, safe) * safe))
+
+
+@rule("power")
+def _power(instr, operands, ev) -> np.ndarray:
+    a, b = widen(operands[0]), widen(operands[1])
+    if a.dtype.kind in "fc":
+        return np.power(a, b)
+    negative = b < 0 if b.dtype.kind == "i" else np.zeros(b.shape, bool)
+    result = np.power(a, np.where(negative, 0, b).astype(b.dtype))
+    # A negative exponent gives 0 except for bases 1 and -1.
+    odd = (b & 1) == 1
+    reciprocal = np.where(a == 1, 1, np.where(a == -1, np.where(odd, -1, 1), 0)).astype(a.dtype)
+    return np.where(negative, reciprocal, result)
+
+
+def _shift_parts(instr, operands):
+    bits = _bit_width(instr, operands)
+    a, amount = widen(operands[0]), widen(operands[1])
+    # The amount is read as unsigned: negative amounts are past the width too.
+    too_far = _as_unsigned(amount, bits) >= np.uint64(bits)
+    safe = np.where(too_far, 0, amount).astype(np.int64).astype(np.uint64)
+    return bits, a, too_far, safe
+
+
+@rule("shift-left")
+def _shift_left(instr, operands, ev) -> np.ndarray:
+    bits, a, too_far, safe = _shift_parts(instr, operands)
+    return np.where(too_far, 0, _as_unsigned(a, bits) << safe)
+
+
+@rule("shift-right-logical")
+def _shift_right_logical(instr, operands, ev) -> np.ndarray:
+    bits, a, too_far, safe = _shift_parts(instr, operands)
+    return np.where(too_far, 0, _as_unsigned(a, bits) >> safe)
+
+
+@rule("shift-right-arithmetic")
+def _shift_right_arithmetic(instr, operands, ev) -> np.ndarray:
+    bits, a, too_far, safe = _shift_parts(instr, operands)
+    signed = a.astype(np.int64)
+    if type_of(operands[0]).kind is TypeKind.UNSIGNED and bits == 64:
+        signed = a.view(np.int64)
+    elif type_of(operands[0]).kind is TypeKind.UNSIGNED:
+        signed = np.where(signed >= 1 << (bits - 1), signed - (1 << bits), signed)
+    return np.where(too_far, np.where(signed < 0, -1, 0), signed >> safe.astype(np.int64))
+
+
+@rule("complex")
+def _complex(instr, operands, ev) -> np.ndarray:
+    real, imag = widen(operands[0]), widen(operands[1])
+    return real + 1j * imag.astype(np.result_type(imag.dtype, np.complex64))
+
+
+_DIRECTIONS = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal,
+               "GT": np.greater, "GE": np.greater_equal}
+
+
+def total_order_key(x: np.ndarray) -> np.ndarray:
+    """An integer key whose order is IEEE totalOrder on floats: -NaN < -inf <
+    ... < -0 < +0 < ... < inf < NaN."""
+    bits = x.dtype.itemsize * 8
+    signed = x.view({16: np.int16, 32: np.int32, 64: np.int64}[bits]).astype(np.int64)
+    return np.where(signed < 0, signed ^ ((1 << (bits - 1)) - 1), signed)
+
+
+@rule("compare")
+def _compare(instr, operands, ev) -> np.ndarray:
+    a, b = np.asarray(operands[0]), np.asarray(operands[1])
+    direction = _DIRECTIONS[instr.attr("direction")]
+    if instr.attr("type") == "TOTALORDER" and type_of(a).kind is TypeKind.FLOAT:
+        if a.dtype.itemsize == 1:  # fp8 types: f32 keeps their order
+            a, b = a.astype(np.float32), b.astype(np.float32)
+        return direction(total_order_key(a), total_order_key(b))
+    return direction(widen(a), widen(b))
+
+
+@rule("select")
+def _select(instr, operands, ev) -> np.ndarray:
+    return np.where(operands[0], operands[1], operands[2])
+
+
+@rule("clamp")
+def _clamp(instr, operands, ev) -> np.ndarray:
+    low, x, high = (widen(o) for o in operands)
+    return np.minimum(np.maximum(x, low), high)
+
+
+@rule("convert")
+def _convert(instr, operands, ev) -> np.ndarray:
+    return convert(operands[0], dtype_of(instr.shape.element_type))
+
+
+@rule("bitcast-convert")
+def _bitcast_convert(instr, operands, ev) -> np.ndarray:
+    value = np.ascontiguousarray(operands[0])
+    target = dtype_of(instr.shape.element_type)
+    return value.view(target).reshape(instr.shape.dimensions)
+
+
+@rule("map")
+def _map(instr, operands, ev):
+    return ev.call(instr.called_computations[0], *operands)
+
+
+# -- reduce-precision ------------------------------------------------------------------
+
+_FLOAT_FORMATS = {np.dtype(np.float64): (11, 52, np.uint64), np.dtype(np.float32): (8, 23, np.uint32),
+                  np.dtype(np.float16): (5, 10, np.uint16)}
+
+
+@rule("reduce-precision")
+def _reduce_precision(instr, operands, ev) -> np.ndarray:
+    value = np.asarray(operands[0])
+    if value.dtype not in _FLOAT_FORMATS:  # bf16 and the fp8 types: exact in f32
+        value = value.astype(np.float32)
+    return reduce_precision(value, instr.attr("exponent_bits"), instr.attr("mantissa_bits"))
+
+
+def reduce_precision(value: np.ndarray, exponent_bits: int, mantissa_bits: int) -> np.ndarray:
+    """Round ``value`` to a float with the given exponent and mantissa widths
+    (nearest even; overflow to ±inf, underflow to ±0, as XLA does)."""
+    source_exponent, source_mantissa, uint = _FLOAT_FORMATS[value.dtype]
+    bits = value.view(uint).astype(np.uint64)
+    if mantissa_bits < source_mantissa:
+        shift = source_mantissa - mantissa_bits
+        last_bit = np.uint64(1 << shift)
+        bias = ((bits & last_bit) >> np.uint64(shift)) + np.uint64((1 << (shift - 1)) - 1)
+        bits = (bits + bias) & ~np.uint64((1 << shift) - 1)
+    if exponent_bits < source_exponent:
+        exponent_mask = np.uint64(((1 << source_exponent) - 1) << source_mantissa)
+        sign = bits & np.uint64(1 << (source_exponent + source_mantissa))
+        source_bias = (1 << (source_exponent - 1)) - 1
+        reduced_bias = (1 << (exponent_bits - 1)) - 1
+        exponent = bits & exponent_mask
+        overflows = exponent > np.uint64((source_bias + reduced_bias) << source_mantissa)
+        underflows = exponent <= np.uint64((source_bias - reduced_bias) << source_mantissa)
+        bits = np.where(overflows, sign | exponent_mask, np.where(underflows, sign, bits))
+    width = np.uint64((1 << (1 + source_exponent + source_mantissa)) - 1)
+    result = (bits & width).astype(uint).view(value.dtype)
+    if mantissa_bits > 0:  # with no mantissa a NaN becomes an infinity
+        result = np.where(np.isnan(value), value, result)
+    return result
