@@ -27,6 +27,85 @@ def _layout(args: argparse.Namespace) -> None:
     sys.stdout.write(picture.to_text())
 
 
+def _read_module(path: str):
+    from xlapy.hlo import parse_module
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise XlapyError(f"cannot read {path}: {e.strerror}") from None
+    return parse_module(text, source=path)
+
+
+def _load_inputs(path: str, module) -> list:
+    """Arguments from an .npz file: keyed by parameter name, by ``argN``, or in order."""
+    import numpy as np
+
+    try:
+        with np.load(path) as data:
+            arrays = {key: data[key] for key in data.files}
+    except (OSError, ValueError) as e:
+        raise XlapyError(f"cannot read inputs from {path}: {e}") from None
+    params = module.entry.parameters
+    ordered = list(arrays.values())
+    args = []
+    for i, param in enumerate(params):
+        for key in (param.name, f"arg{i}"):
+            if key in arrays:
+                args.append(arrays[key])
+                break
+        else:
+            if len(ordered) != len(params):
+                raise XlapyError(f"{path} has no array for parameter {i} ({param.name}); "
+                                 f"name arrays after the parameters or arg0, arg1, ...")
+            args.append(ordered[i])
+    return args
+
+
+def _leaves(value, prefix: str = ""):
+    if isinstance(value, tuple):
+        for i, item in enumerate(value):
+            yield from _leaves(item, f"{prefix}{{{i}}}")
+    else:
+        yield prefix, value
+
+
+def _summary(label: str, array) -> str:
+    import zlib
+
+    import numpy as np
+
+    from xlapy.shapes import element_type_of_dtype
+
+    shape = f"{element_type_of_dtype(array.dtype).name}[{','.join(map(str, array.shape))}]"
+    flat = np.asarray(array).reshape(-1)
+    shown = ", ".join(str(v) for v in flat[:6].tolist()) + (", ..." if flat.size > 6 else "")
+    total = float(np.sum(flat.astype(np.complex128 if flat.dtype.kind == "c" else np.float64)).real) \
+        if flat.size else 0.0
+    crc = zlib.crc32(np.ascontiguousarray(flat).tobytes())
+    return f"{label}: {shape} [{shown}] sum={total:.6g} crc32={crc:08x}"
+
+
+def _run(args: argparse.Namespace) -> None:
+    import numpy as np
+
+    from xlapy.hlo.fake_arguments import make_fake_arguments
+    from xlapy.interpreter import evaluate
+
+    module = _read_module(args.file)
+    inputs = _load_inputs(args.inputs, module) if args.inputs else make_fake_arguments(module, args.seed)
+    result = evaluate(module, *inputs)
+    outputs = list(_leaves(result))
+    for label, array in outputs:
+        print(_summary(f"{module.entry.root.name}{label}", array))
+    if args.output:
+        try:
+            np.savez(args.output, **{f"out{i}": np.asarray(a) for i, (_, a) in enumerate(outputs)})
+        except OSError as e:
+            raise XlapyError(f"cannot write {args.output}: {e.strerror}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="xlapy", description="An XLA-style tensor compiler in Python.")
     parser.add_argument("--version", action="version", version=f"xlapy {__version__}")
@@ -44,6 +123,20 @@ def build_parser() -> argparse.ArgumentParser:
     layout.add_argument("--max-grids", type=int, default=8,
                         help="2-D slices shown for arrays of rank > 2 (default 8)")
     layout.set_defaults(run=_layout)
+
+    run = commands.add_parser(
+        "run", help="run an HLO module",
+        description="Run the entry computation of an HLO module on seeded random inputs (parameters used as "
+        "indices are drawn in range) or on the arrays of --inputs, and print each output's shape, first "
+        "values and checksums.",
+    )
+    run.add_argument("file", metavar="FILE.hlo", help="HLO text, as XLA and JAX print it")
+    run.add_argument("--backend", choices=["interpreter"], default="interpreter",
+                     help="where to run it (default: the reference interpreter)")
+    run.add_argument("--inputs", metavar="X.npz", help="arguments, named after the parameters or arg0, arg1, ...")
+    run.add_argument("--output", metavar="Y.npz", help="save the outputs as out0, out1, ...")
+    run.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    run.set_defaults(run=_run)
     return parser
 
 

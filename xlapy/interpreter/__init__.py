@@ -6,6 +6,7 @@ from xlapy.interpreter import (  # noqa: F401 - importing registers the rules
     data_movement,
     dot,
     elementwise,
+    random,
     reduce,
 )
 from xlapy.interpreter.evaluator import Evaluator, evaluate

@@ -50,9 +50,9 @@ def _transpose(instr, operands, ev) -> np.ndarray:
 @rule("bitcast")
 def _bitcast(instr, operands, ev) -> np.ndarray:
     # A bitcast reinterprets the physical buffer, so layouts decide the result.
-    source = instr.operands[0].shape.layout_or_default()
-    buffer = to_physical(np.asarray(operands[0]), source)
-    return from_physical(buffer, instr.shape.layout_or_default())
+    buffer = to_physical(np.asarray(operands[0]), instr.operands[0].shape.with_default_layout())
+    target = instr.shape.with_default_layout()
+    return from_physical(buffer.view(dtype_of(target.element_type)), target)
 
 
 @rule("copy-start")

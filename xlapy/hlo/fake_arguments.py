@@ -1,0 +1,84 @@
+"""Seeded random arguments for a module's entry computation, as XLA's
+``run_hlo_module`` makes them: parameters used as indices are drawn in range,
+so that dynamic slices, gathers and branch selectors see meaningful values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from xlapy.hlo.ir import HloInstruction, HloModule
+from xlapy.shapes import ELEMENT_TYPES, Shape, TypeKind
+
+# Ops through which an index keeps its meaning.
+_PASS_THROUGH = {"convert", "reshape", "bitcast", "broadcast", "copy", "slice", "concatenate"}
+
+
+def index_bound(parameter: HloInstruction) -> int | None:
+    """An exclusive upper bound for the values of ``parameter`` when some use
+    reads it as an index; None when no use does."""
+    bounds = []
+    pending, seen = [parameter], set()
+    while pending:
+        value = pending.pop()
+        for user in value.users:
+            if id(user) in seen:
+                continue
+            seen.add(id(user))
+            bound = _bound_for(user, value)
+            if bound is not None:
+                bounds.append(bound)
+            if user.opcode in _PASS_THROUGH:
+                pending.append(user)
+    return min(bounds) if bounds else None
+
+
+def _bound_for(user: HloInstruction, value: HloInstruction) -> int | None:
+    positions = [i for i, o in enumerate(user.operands) if o is value]
+    dims = user.operands[0].shape.dimensions if user.operands else ()
+    if user.opcode == "dynamic-slice" and positions[-1] >= 1:
+        sizes = user.attr("dynamic_slice_sizes")
+        return min(dims[i - 1] - sizes[i - 1] for i in positions if i >= 1) + 1
+    if user.opcode == "dynamic-update-slice" and positions[-1] >= 2:
+        update = user.operands[1].shape.dimensions
+        return min(dims[i - 2] - update[i - 2] for i in positions if i >= 2) + 1
+    if user.opcode == "gather" and 1 in positions:
+        sizes = user.attr("slice_sizes")
+        return min((dims[d] - sizes[d] + 1 for d in user.attr("start_index_map", ())), default=None)
+    if user.opcode == "scatter" and positions == [(len(user.operands) - 1) // 2]:
+        return min((dims[d] for d in user.attr("scatter_dims_to_operand_dims", ())), default=None)
+    if user.opcode == "conditional" and 0 in positions:
+        return len(user.called_computations)
+    return None
+
+
+def fake_argument(shape: Shape, random: np.random.Generator, bound: int | None = None) -> Any:
+    """A random value of ``shape``: normal floats, small integers, random
+    bools; integers in ``[0, bound)`` when ``bound`` is given."""
+    if shape.tuple_shapes:
+        return tuple(fake_argument(s, random) for s in shape.tuple_shapes)
+    element = ELEMENT_TYPES[shape.element_type]
+    dims = shape.dimensions
+    if element.kind is TypeKind.TOKEN:
+        return ()
+    if element.kind is TypeKind.PRED:
+        return random.random(dims) < 0.5
+    if element.is_integral:
+        if bound is not None:
+            low, high = 0, max(bound, 1)
+        else:
+            low = -50 if element.kind is TypeKind.SIGNED else 0
+            high = min(100, 1 << (element.bit_width - 1)) if element.kind is TypeKind.SIGNED else \
+                min(100, 1 << element.bit_width)
+            low = max(low, -(1 << (element.bit_width - 1))) if element.kind is TypeKind.SIGNED else 0
+        return random.integers(low, high, dims).astype(element.dtype)
+    if element.is_complex:
+        return (random.standard_normal(dims) + 1j * random.standard_normal(dims)).astype(element.dtype)
+    return random.standard_normal(dims).astype(element.dtype)
+
+
+def make_fake_arguments(module: HloModule, seed: int = 0) -> list[Any]:
+    """One seeded random argument per entry parameter."""
+    random = np.random.default_rng(seed)
+    return [fake_argument(p.shape, random, index_bound(p)) for p in module.entry.parameters]
