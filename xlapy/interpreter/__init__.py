@@ -3,6 +3,7 @@
 from xlapy.interpreter import (  # noqa: F401 - importing registers the rules
     collectives,
     control_flow,
+    custom_call,
     data_movement,
     dot,
     elementwise,
