@@ -1,7 +1,7 @@
 """xlapy: an XLA-style tensor compiler in Python."""
 
 from xlapy.errors import ParseError, UnimplementedError, VerifyError, XlapyError
-from xlapy.hlo import HloComputation, HloInstruction, HloModule
+from xlapy.hlo import HloComputation, HloInstruction, HloModule, verify
 from xlapy.hlo import parse_module as parse_hlo
 from xlapy.interpreter import evaluate
 
@@ -9,5 +9,5 @@ __version__ = "0.1.0"
 
 __all__ = [
     "HloComputation", "HloInstruction", "HloModule", "ParseError", "UnimplementedError", "VerifyError",
-    "XlapyError", "__version__", "evaluate", "parse_hlo",
+    "XlapyError", "__version__", "evaluate", "parse_hlo", "verify",
 ]

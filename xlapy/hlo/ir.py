@@ -37,7 +37,6 @@ class HloInstruction:
         # parameter(N): the parameter number; constant(...): the literal (see literal.py).
         self.parameter_number: int | None = None
         self.literal: Any = None
-        self.is_root = False
         for operand in operands or []:
             self.append_operand(operand)
 

@@ -27,11 +27,11 @@ class OpSpec:
         return self.kind is not OpKind.OTHER
 
 
-_UNARY = """abs cbrt ceil clz copy cosine erf exponential exponential-minus-one floor imag is-finite log log-plus-one
-logistic negate not popcnt real round-nearest-afz round-nearest-even rsqrt sign sine sqrt tan tanh convert
-bitcast-convert reduce-precision stochastic-convert""".split()
+_UNARY = """abs cbrt ceil count-leading-zeros copy cosine erf exponential exponential-minus-one floor imag is-finite
+log log-plus-one logistic negate not popcnt real round-nearest-afz round-nearest-even rsqrt sign sine sqrt tan tanh
+convert bitcast-convert reduce-precision""".split()
 _BINARY = """add and atan2 compare complex divide maximum minimum multiply or power remainder shift-left
-shift-right-arithmetic shift-right-logical subtract xor""".split()
+shift-right-arithmetic shift-right-logical stochastic-convert subtract xor""".split()
 _TERNARY = "clamp select".split()
 _FIXED = {
     "parameter": 0, "constant": 0, "iota": 0, "partition-id": 0, "replica-id": 0, "rng-get-and-update-state": 0,
@@ -43,7 +43,7 @@ _FIXED = {
     "batch-norm-training": 3, "batch-norm-grad": 5, "infeed": 1, "outfeed": 2, "ragged-dot": 3,
 }
 _VARIADIC = """tuple concatenate dynamic-slice dynamic-reshape reduce reduce-window sort map call conditional
-fusion custom-call scatter rng after-all optimization-barrier all-reduce all-reduce-start all-reduce-done
+fusion custom-call scatter rng after-all opt-barrier all-reduce all-reduce-start all-reduce-done
 all-gather all-gather-start all-gather-done reduce-scatter all-to-all ragged-all-to-all collective-permute
 collective-permute-start collective-permute-done collective-broadcast async-start async-update async-done
 """.split()

@@ -108,7 +108,6 @@ class HloParser(ShapeParser):
                 if computation.root is not None:
                     raise self.error(f"computation '{computation.name}' has a second ROOT", start)
                 computation.root = instruction
-                instruction.is_root = True
             by_name[instruction.name] = draft
             instruction.parent = computation
             computation.instructions.append(instruction)

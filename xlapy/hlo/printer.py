@@ -3,6 +3,7 @@ shows: `%` sigils, computation signatures, no operand shapes)."""
 
 from __future__ import annotations
 
+from xlapy.hlo.attribute_order import attribute_rank
 from xlapy.hlo.attributes import is_default, print_attribute
 from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlapy.hlo.literal import format_literal
@@ -19,13 +20,26 @@ def print_instruction(instruction: HloInstruction) -> str:
         inside = "".join((f", /*index={i}*/" if i % 5 == 0 else ", ") * (i > 0) + f"%{operand.name}"
                          for i, operand in enumerate(instruction.operands))
     parts = [f"%{instruction.name} = {instruction.shape} {instruction.opcode}({inside})"]
-    parts.extend(f"{name}={print_attribute(name, value)}" for name, value in instruction.attributes.items()
-                 if not is_default(name, value))
-    if instruction.control_predecessors:
-        names = ", ".join(f"%{p.name}" for p in instruction.control_predecessors)
-        parts.append(f"control-predecessors={{{names}}}")
+    parts.extend(_attributes(instruction))
     root = "ROOT " if instruction.parent is not None and instruction.parent.root is instruction else ""
     return root + ", ".join(parts)
+
+
+def _attributes(instruction: HloInstruction) -> list[str]:
+    """``name=value`` of each attribute to print, in XLA's order for the opcode
+    whatever order they were given in; attributes XLA does not print on it
+    come last, in their own order."""
+    parts = {name: f"{name}={print_attribute(name, value)}" for name, value in instruction.attributes.items()
+             if not is_default(name, value)}
+    if instruction.control_predecessors and "control-predecessors" not in parts:
+        names = ", ".join(f"%{p.name}" for p in instruction.control_predecessors)
+        parts["control-predecessors"] = f"control-predecessors={{{names}}}"
+    if len(parts) < 2:
+        return list(parts.values())
+    rank = attribute_rank(instruction.opcode)
+    last = len(rank)
+    # The sort is stable: the unknown ones, all ranked last, keep their order.
+    return [parts[name] for name in sorted(parts, key=lambda name: rank.get(name, last))]
 
 
 def print_computation(computation: HloComputation) -> str:

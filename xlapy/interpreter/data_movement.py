@@ -140,7 +140,7 @@ def _get_tuple_element(instr, operands, ev):
     return operands[0][instr.attr("index")]
 
 
-@rule("optimization-barrier", "domain")
+@rule("opt-barrier", "domain")
 def _identity(instr, operands, ev):
     return operands[0]
 

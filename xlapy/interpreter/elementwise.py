@@ -105,7 +105,7 @@ def _popcnt(instr, operands, ev) -> np.ndarray:
     return np.bitwise_count(_as_unsigned(widen(operands[0]), _bit_width(instr, operands)))
 
 
-@rule("clz")
+@rule("count-leading-zeros")
 def _clz(instr, operands, ev) -> np.ndarray:
     bits = _bit_width(instr, operands)
     value = _as_unsigned(widen(operands[0]), bits)
@@ -174,14 +174,49 @@ def _remainder(instr, operands, ev) -> np.ndarray:
 @rule("power")
 def _power(instr, operands, ev) -> np.ndarray:
     a, b = widen(operands[0]), widen(operands[1])
-    if a.dtype.kind in "fc":
+    if a.dtype.kind == "f":
         return np.power(a, b)
-    negative = b < 0 if b.dtype.kind == "i" else np.zeros(b.shape, bool)
-    result = np.power(a, np.where(negative, 0, b).astype(b.dtype))
-    # A negative exponent gives 0 except for bases 1 and -1.
-    odd = (b & 1) == 1
-    reciprocal = np.where(a == 1, 1, np.where(a == -1, np.where(odd, -1, 1), 0)).astype(a.dtype)
+    if a.dtype.kind == "c":
+        return _complex_power(a, b)
+    # XLA squares six times (exponents past 63 overflow anyway), so only the
+    # exponent's low six bits count. A negative exponent (as a signed number,
+    # even for unsigned types) gives 1 for base 1, ±1 for base -1, else 0.
+    bits = _bit_width(instr, operands[1:])
+    exponent = _as_unsigned(b, bits)
+    result, base = np.ones_like(a), a.copy()
+    for i in range(6):
+        result = np.where((exponent >> np.uint64(i)) & np.uint64(1) == 1, result * base, result)
+        base = base * base
+    negative = exponent >= np.uint64(1 << (bits - 1))  # a signed comparison, even for unsigned types
+    all_ones = _as_unsigned(a, bits) == np.uint64((1 << bits) - 1)
+    odd = (exponent & np.uint64(1)) == 1
+    reciprocal = np.where(a == 1, 1, np.where(all_ones, np.where(odd, a, 1), 0)).astype(a.dtype)
     return np.where(negative, reciprocal, result)
+
+
+def _complex_power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """(a+bi)^(c+di) = |x|^c e^(-d arg x) (cos q + i sin q), q = c arg x + d ln|x|,
+    with XLA's special cases (Kahan): x^0 = 1, 0^c = 0 for real c > 0,
+    1^y = 1, inf^c = inf for real c > 0 and 0 for real c < 0."""
+    a, b, c, d = x.real, x.imag, y.real, y.imag
+    magnitude = np.abs(x)
+    angle = np.arctan2(b, a)
+    coefficient = np.power(magnitude, c) * np.exp(-d * angle)
+    q = c * angle + d * np.log(magnitude)
+    value = np.empty(np.broadcast(x, y).shape, x.dtype)
+    value.real, value.imag = coefficient * np.cos(q), coefficient * np.sin(q)
+    real_exponent = d == 0
+    real_base = b == 0
+    cases = [
+        ((magnitude == 0) & real_exponent & (c >= 0), np.where(c == 0, 1, 0)),
+        ((c == 0) & real_exponent, 1),
+        ((a == 1) & real_base, 1),
+        ((a == np.inf) & real_base & real_exponent & (c > 0), np.inf),
+        ((a == np.inf) & real_base & real_exponent & (c < 0), 0),
+    ]
+    for condition, special in cases:
+        value = np.where(condition, np.asarray(special).astype(x.dtype), value)
+    return value
 
 
 def _shift_parts(instr, operands):
