@@ -3,10 +3,12 @@
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import xlapy
 from xlapy.cli import main
 from xlapy.shapes import linear_index, parse_shape
 from xlapy.shapes.picture import LayoutPicture
@@ -106,3 +108,72 @@ def test_bad_shapes_exit_1_with_one_line(text, where):
 def test_unwritable_svg_is_a_clean_error(tmp_path, capsys):
     assert main(["layout", "f32[2]", "--svg", str(tmp_path / "missing" / "x.svg")]) == 1
     assert capsys.readouterr().err.startswith("xlapy: error: cannot write")
+
+
+SMALL_MODULE = """HloModule small
+
+ENTRY main {
+  x = f32[4] parameter(0)
+  i = s32[] parameter(1)
+  d = f32[2] dynamic-slice(x, i), dynamic_slice_sizes={2}
+  two = f32[] constant(2)
+  b = f32[2] broadcast(two), dimensions={}
+  m = f32[2] multiply(d, b)
+  ROOT out = (f32[2], s32[]) tuple(m, i)
+}
+"""
+
+
+def test_run_on_given_inputs_saves_outputs(tmp_path, capsys):
+    hlo = tmp_path / "small.hlo"
+    hlo.write_text(SMALL_MODULE)
+    np.savez(tmp_path / "in.npz", x=np.array([1, 2, 3, 4], np.float32), i=np.int32(5))
+    assert main(["run", str(hlo), "--backend", "interpreter", "--inputs", str(tmp_path / "in.npz"),
+                 "--output", str(tmp_path / "out.npz")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # The start index 5 is clamped to 2, so the slice is [3, 4], doubled.
+    assert lines[0].startswith("out{0}: f32[2] [6.0, 8.0] sum=14 crc32=")
+    assert lines[1].startswith("out{1}: s32[] [5] sum=5 crc32=")
+    with np.load(tmp_path / "out.npz") as saved:
+        np.testing.assert_array_equal(saved["out0"], [6, 8])
+        assert saved["out1"] == 5
+
+
+def test_run_on_random_inputs_draws_indices_in_range(tmp_path, capsys):
+    from xlapy.hlo.fake_arguments import index_bound, make_fake_arguments
+
+    hlo = tmp_path / "small.hlo"
+    hlo.write_text(SMALL_MODULE)
+    module = xlapy.parse_hlo(SMALL_MODULE)
+    # A start index of f32[4] sliced by 2 is meaningful in [0, 2].
+    assert index_bound(module.entry.parameters[1]) == 3
+    assert index_bound(module.entry.parameters[0]) is None
+    for seed in range(20):
+        assert 0 <= make_fake_arguments(module, seed)[1] <= 2
+    assert main(["run", str(hlo), "--seed", "3"]) == 0
+    x, i = make_fake_arguments(module, 3)
+    expected = 2 * x[int(i):int(i) + 2]
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(f"out{{0}}: f32[2] [{expected[0]}, {expected[1]}]")
+
+
+def test_run_reports_missing_inputs_in_one_line(tmp_path, capsys):
+    hlo = tmp_path / "small.hlo"
+    hlo.write_text(SMALL_MODULE)
+    np.savez(tmp_path / "in.npz", x=np.zeros(4, np.float32))
+    assert main(["run", str(hlo), "--inputs", str(tmp_path / "in.npz")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no array for parameter 1 (i)" in err
+
+
+def test_run_example_gelu_matches_xla(capsys):
+    from tests.xla_cpu import run_on_xla_cpu
+    from xlapy.hlo.fake_arguments import make_fake_arguments
+
+    example = Path(__file__).parents[1] / "examples" / "gelu.hlo"
+    text = example.read_text().replace("6,512,4096", "6,8,64")
+    module = xlapy.parse_hlo(text)
+    (x,) = make_fake_arguments(module)
+    got = xlapy.evaluate(module, x)
+    want = np.asarray(run_on_xla_cpu(text, x))
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2 ** -7, atol=2 ** -8)

@@ -41,3 +41,17 @@ def test_literal_values():
 def test_bad_literals(shape, literal):
     with pytest.raises(XlapyError):
         parse_literal(literal, parse_shape(shape))
+
+
+@pytest.mark.parametrize(("shape", "literal"), [
+    ("f32[1,0]", "{ {  } }"), ("f32[0,3]", "{}"), ("f32[2,0,1]", "{ {}, {} }"),
+    ("f32[1,1,0,2]", "{ { /*i0=0*/ { /*i1=0*/ } } }"), ("f32[1,1,1,2]", "{ { /*i0=0*/ { /*i1=0*/ { 1, 2 } } } }"),
+])
+def test_empty_and_labelled_literals_print_as_xla_prints_them(shape, literal):
+    assert format_literal(parse_literal(literal, parse_shape(shape)), parse_shape(shape)) == \
+        _xla_literal(f"HloModule c\nENTRY m {{\n  ROOT c = {shape} constant({literal})\n}}\n")
+
+
+def _xla_literal(text: str) -> str:
+    line = next(line for line in xla_reprint(text).splitlines() if " constant(" in line)
+    return line.split(" constant(", 1)[1].rsplit(")", 1)[0]

@@ -25,7 +25,12 @@ def parse_literal(text: str, shape: Shape) -> np.ndarray | tuple:
     return value
 
 
+_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+
+
 def _tokens(text: str) -> list[str]:
+    # XLA labels sub-arrays of rank > 3 literals with /*iN=v*/ comments.
+    text = _COMMENT.sub(" ", text)
     tokens, pos = [], 0
     while text[pos:].strip():
         match = _TOKEN.match(text, pos)
@@ -160,7 +165,8 @@ def format_literal(value, shape: Shape) -> str:
             return "{ " + body + " }" if a.size > 1 else "{" + body + "}"
         # XLA labels the sub-blocks of arrays of rank > 3 with their index.
         label = f" /*i{len(index) - 1}={index[-1]}*/" if rank > 3 and index else ""
-        return "{" + label + " " + ", ".join(nested(x, (*index, i)) for i, x in enumerate(a)) + " }"
+        inner = ", ".join(nested(x, (*index, i)) for i, x in enumerate(a))
+        return "{" + label + (" " + inner if inner or not label else "") + " }"
 
     return nested(array, ())
 

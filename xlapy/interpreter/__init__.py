@@ -3,12 +3,16 @@
 from xlapy.interpreter import (  # noqa: F401 - importing registers the rules
     collectives,
     control_flow,
+    convolution,
     custom_call,
     data_movement,
     dot,
     elementwise,
+    gather_scatter,
     random,
     reduce,
+    sorting,
+    windows,
 )
 from xlapy.interpreter.evaluator import Evaluator, evaluate
 from xlapy.interpreter.registry import RULES

@@ -49,6 +49,8 @@ def _transpose(instr, operands, ev) -> np.ndarray:
 
 @rule("bitcast")
 def _bitcast(instr, operands, ev) -> np.ndarray:
+    if not instr.operands[0].shape.dimensions:  # a scalar (perhaps applied to arrays)
+        return np.asarray(operands[0]).view(dtype_of(instr.shape.element_type))
     # A bitcast reinterprets the physical buffer, so layouts decide the result.
     buffer = to_physical(np.asarray(operands[0]), instr.operands[0].shape.with_default_layout())
     target = instr.shape.with_default_layout()

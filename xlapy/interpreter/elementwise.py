@@ -300,7 +300,13 @@ def _convert(instr, operands, ev) -> np.ndarray:
 def _bitcast_convert(instr, operands, ev) -> np.ndarray:
     value = np.ascontiguousarray(operands[0])
     target = dtype_of(instr.shape.element_type)
-    return value.view(target).reshape(instr.shape.dimensions)
+    # Shapes follow the value rather than the instruction, so the rule also
+    # works on the arrays a scalar computation is applied to.
+    if target.itemsize < value.dtype.itemsize:
+        return value.view(target).reshape(*value.shape, value.dtype.itemsize // target.itemsize)
+    if target.itemsize > value.dtype.itemsize:
+        return value.reshape(*value.shape[:-1], -1).view(target).reshape(value.shape[:-1])
+    return value.view(target)
 
 
 @rule("map")

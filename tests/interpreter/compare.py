@@ -1,0 +1,136 @@
+"""Comparison of interpreter results with reference results (XLA:CPU, JAX).
+
+Results are arrays or (nested) tuples of arrays. Floating-point closeness is
+measured in units in the last place of the result's own type, so one
+tolerance works for f64, f32, bf16 and the fp8 types alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+_UINT_OF_WIDTH = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def leaves(value: Any) -> list[np.ndarray]:
+    """The arrays of a (nested) tuple or list, in order."""
+    if isinstance(value, (tuple, list)):
+        return [leaf for v in value for leaf in leaves(v)]
+    return [np.asarray(value)]
+
+
+def is_float(dtype: np.dtype) -> bool:
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return True
+    try:
+        ml_dtypes.finfo(dtype)
+    except (ValueError, TypeError):
+        return False
+    return dtype.kind == "V"
+
+
+def bits(array: np.ndarray) -> np.ndarray:
+    """The raw bits of every element, as unsigned integers of the element's width."""
+    array = np.ascontiguousarray(array)
+    if array.dtype == np.bool_:
+        return array.view(np.uint8)
+    return array.view(_UINT_OF_WIDTH[array.dtype.itemsize])
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Number of representable values between ``a`` and ``b`` (same float dtype;
+    -0 and +0 count as one value), exact for every width."""
+    width = a.dtype.itemsize * 8
+    sign_bit = np.uint64(1 << (width - 1))
+    raw_a, raw_b = bits(a).astype(np.uint64), bits(b).astype(np.uint64)
+    magnitude_a, magnitude_b = raw_a & ~sign_bit, raw_b & ~sign_bit
+    same_sign = (raw_a & sign_bit) == (raw_b & sign_bit)
+    apart = np.where(magnitude_a >= magnitude_b, magnitude_a - magnitude_b, magnitude_b - magnitude_a)
+    return np.where(same_sign, apart, magnitude_a + magnitude_b)
+
+
+def _tiny(dtype: np.dtype) -> float:
+    """Smallest normal number of the type XLA:CPU computes ``dtype`` in (f32 for the
+    narrow floats, which it widens)."""
+    return float(np.finfo(np.float64).tiny) if np.dtype(dtype) == np.float64 else float(np.finfo(np.float32).tiny)
+
+
+def flush_denormals(array: np.ndarray) -> np.ndarray:
+    """``array`` with values below the smallest normal of its computation type
+    replaced by zeros of the same sign (XLA:CPU runs with flush-to-zero)."""
+    if np.iscomplexobj(array):
+        return flush_denormals(array.real) + 1j * flush_denormals(array.imag)
+    if not is_float(array.dtype):
+        return array
+    wide = array.astype(np.float64)
+    tiny = _tiny(array.dtype)
+    flushed = np.where((np.abs(wide) < tiny) & (wide != 0), np.copysign(0.0, wide), wide)
+    return flushed.astype(array.dtype)
+
+
+def _describe(index: tuple, got: np.ndarray, expected: np.ndarray, context: str) -> str:
+    g, e = got[index], expected[index]
+    return f"{context}: first mismatch at {index}: got {g!r} (bits {bits(np.asarray(g))!r}), expected {e!r} " \
+           f"(bits {bits(np.asarray(e))!r})"
+
+
+def _check_array(got: np.ndarray, expected: np.ndarray, *, exact_bits: bool, ulps: float, rtol: float,
+                 atol: float, flush: bool, context: str) -> None:
+    assert got.shape == expected.shape, f"{context}: shape {got.shape} != expected {expected.shape}"
+    assert got.dtype == expected.dtype, f"{context}: dtype {got.dtype} != expected {expected.dtype}"
+    if exact_bits or not (is_float(got.dtype) or np.iscomplexobj(got)):
+        mismatch = bits(got) != bits(expected)
+        if mismatch.any():
+            count = int(mismatch.sum())
+            index = tuple(int(i) for i in np.argwhere(mismatch)[0])
+            raise AssertionError(f"{_describe(index, got, expected, context)} ({count} of {got.size} differ)")
+        return
+    if np.iscomplexobj(got):
+        for part in ("real", "imag"):
+            _check_array(np.ascontiguousarray(getattr(got, part)), np.ascontiguousarray(getattr(expected, part)),
+                         exact_bits=False, ulps=ulps, rtol=rtol, atol=atol, flush=flush, context=f"{context}.{part}")
+        return
+    if flush:
+        got, expected = flush_denormals(got), flush_denormals(expected)
+    g, e = got.astype(np.float64), expected.astype(np.float64)
+    g_nan, e_nan = np.isnan(g), np.isnan(e)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ok = g_nan & e_nan
+        same = (g == e) & ~ok
+        # Equal values must also agree on the sign of zero when no tolerance is given.
+        if ulps == 0 and rtol == 0 and atol == 0:
+            same &= np.signbit(g) == np.signbit(e)
+        ok |= same
+        finite = np.isfinite(g) & np.isfinite(e)
+        if ulps:
+            ok |= finite & (ulp_distance(got, expected) <= ulps)
+        if rtol or atol:
+            ok |= finite & (np.abs(g - e) <= atol + rtol * np.abs(e))
+    if not ok.all():
+        count = int((~ok).sum())
+        index = tuple(int(i) for i in np.argwhere(~ok)[0])
+        raise AssertionError(f"{_describe(index, got, expected, context)} ({count} of {got.size} differ; "
+                             f"ulps={ulps}, rtol={rtol}, atol={atol})")
+
+
+def assert_same(got: Any, expected: Any, *, exact_bits: bool = False, ulps: float = 0, rtol: float = 0,
+                atol: float = 0, flush: bool = False, context: str = "result") -> None:
+    """Assert ``got`` matches ``expected`` leaf by leaf.
+
+    Integers and pred always compare bit for bit. With ``exact_bits`` floats do
+    too (NaN payloads included). Otherwise floats match when both are NaN,
+    equal (with the same sign of zero unless a tolerance is given), within
+    ``ulps`` units in the last place, or within ``atol + rtol * |expected|``;
+    complex numbers compare their parts. ``flush`` flushes denormals of both
+    to zero first."""
+    got_leaves, expected_leaves = leaves(got), leaves(expected)
+    assert len(got_leaves) == len(expected_leaves), \
+        f"{context}: {len(got_leaves)} results, expected {len(expected_leaves)}"
+    for i, (g, e) in enumerate(zip(got_leaves, expected_leaves)):
+        where = context if len(got_leaves) == 1 else f"{context}[{i}]"
+        _check_array(np.asarray(g), np.asarray(e), exact_bits=exact_bits, ulps=ulps, rtol=rtol, atol=atol,
+                     flush=flush, context=where)
