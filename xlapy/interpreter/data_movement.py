@@ -49,7 +49,7 @@ def _transpose(instr, operands, ev) -> np.ndarray:
 
 @rule("bitcast")
 def _bitcast(instr, operands, ev) -> np.ndarray:
-    if not instr.operands[0].shape.dimensions:  # a scalar (perhaps applied to arrays)
+    if not instr.operands[0].shape.dimensions and not instr.shape.dimensions:  # perhaps applied to arrays
         return np.asarray(operands[0]).view(dtype_of(instr.shape.element_type))
     # A bitcast reinterprets the physical buffer, so layouts decide the result.
     buffer = to_physical(np.asarray(operands[0]), instr.operands[0].shape.with_default_layout())

@@ -25,5 +25,6 @@ def _dot(instr, operands, ev) -> np.ndarray:
     k = int(np.prod([lhs.shape[d] for d in lhs_contract]))
     lhs3 = np.transpose(lhs, [*lhs_batch, *lhs_free, *lhs_contract]).reshape([*batch, lhs_m, k])
     rhs3 = np.transpose(rhs, [*rhs_batch, *rhs_contract, *rhs_free]).reshape([*batch, k, rhs_n])
-    product = np.matmul(lhs3, rhs3)
+    # Without a real contraction XLA multiplies (so -0 stays -0, no +0 is added).
+    product = lhs3 * rhs3 if k == 1 else np.matmul(lhs3, rhs3)
     return product.reshape(instr.shape.dimensions)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 from xlapy.interpreter.numerics import convert, dtype_of, type_of, widen
@@ -123,12 +124,19 @@ def _clz(instr, operands, ev) -> np.ndarray:
 
 @_binary("maximum")
 def _maximum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.maximum(a, b)  # NaN propagates, as in XLA
+    # NaN propagates and +0 is above -0 (IEEE maximum), as in XLA.
+    result = np.maximum(a, b)
+    if result.dtype.kind == "f":
+        result = np.where(a == b, np.where(np.signbit(a), b, a), result)
+    return result
 
 
 @_binary("minimum")
 def _minimum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.minimum(a, b)
+    result = np.minimum(a, b)
+    if result.dtype.kind == "f":
+        result = np.where(a == b, np.where(np.signbit(a), a, b), result)
+    return result
 
 
 def _integer_division_parts(a: np.ndarray, b: np.ndarray):
@@ -152,7 +160,9 @@ def _truncating_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 @rule("divide")
 def _divide(instr, operands, ev) -> np.ndarray:
     a, b = widen(operands[0]), widen(operands[1])
-    if a.dtype.kind in "fc":
+    if a.dtype.kind == "c":
+        return _complex_divide(a, b)
+    if a.dtype.kind == "f":
         return a / b
     by_zero, overflow, safe = _integer_division_parts(a, b)
     quotient = _truncating_divide(a, safe)
@@ -192,6 +202,39 @@ def _power(instr, operands, ev) -> np.ndarray:
     odd = (exponent & np.uint64(1)) == 1
     reciprocal = np.where(a == 1, 1, np.where(all_ones, np.where(odd, a, 1), 0)).astype(a.dtype)
     return np.where(negative, reciprocal, result)
+
+
+def _complex_divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Smith's algorithm with XLA's handling of zero and infinite operands."""
+    ar, ai, br, bi = x.real, x.imag, y.real, y.imag
+    r_over_i, i_over_r = br / bi, bi / br
+    r_denominator, i_denominator = bi + r_over_i * br, br + i_over_r * bi
+    real_is_smaller = np.abs(br) < np.abs(bi)
+    cr = np.where(real_is_smaller, (r_over_i * ar + ai) / r_denominator, (i_over_r * ai + ar) / i_denominator)
+    ci = np.where(real_is_smaller, (r_over_i * ai - ar) / r_denominator, (ai - i_over_r * ar) / i_denominator)
+    inf = np.asarray(np.inf, ar.dtype)
+    # Where Smith's algorithm gives NaN: a zero divisor, an infinite dividend
+    # over a finite divisor, or a finite dividend over an infinite divisor.
+    zero_divisor = (br == 0) & (bi == 0) & ((ar != 0) | (ai != 0))
+    signed_inf = np.copysign(inf, br)
+    finite = np.isfinite
+    inf_over_finite = ((ar == inf) | (ai == inf)) & finite(br) & finite(bi)
+    ar_inf, ai_inf = np.copysign(np.where(ar == inf, 1, 0), ar), np.copysign(np.where(ai == inf, 1, 0), ai)
+    finite_over_inf = ((br == inf) | (bi == inf)) & finite(ar) & finite(ai)
+    br_inf, bi_inf = np.copysign(np.where(br == inf, 1, 0), br), np.copysign(np.where(bi == inf, 1, 0), bi)
+    special = [
+        (zero_divisor, signed_inf * ar, signed_inf * ai),
+        (inf_over_finite, inf * (ar_inf * br + ai_inf * bi), inf * (ai_inf * br - ar_inf * bi)),
+        (finite_over_inf, 0 * (ar * br_inf + ai * bi_inf), 0 * (ai * br_inf - ar * bi_inf)),
+    ]
+    is_nan = np.isnan(cr) & np.isnan(ci)
+    real, imag = cr, ci
+    for condition, special_real, special_imag in reversed(special):
+        real = np.where(is_nan & condition, special_real, real)
+        imag = np.where(is_nan & condition, special_imag, imag)
+    result = np.empty(real.shape, x.dtype)
+    result.real, result.imag = real, imag
+    return result
 
 
 def _complex_power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -253,8 +296,11 @@ def _shift_right_arithmetic(instr, operands, ev) -> np.ndarray:
 
 @rule("complex")
 def _complex(instr, operands, ev) -> np.ndarray:
-    real, imag = widen(operands[0]), widen(operands[1])
-    return real + 1j * imag.astype(np.result_type(imag.dtype, np.complex64))
+    real, imag = np.broadcast_arrays(widen(operands[0]), widen(operands[1]))
+    # Assigned part by part: arithmetic would lose the sign of zeros.
+    result = np.empty(real.shape, dtype_of(instr.shape.element_type))
+    result.real, result.imag = real, imag
+    return result
 
 
 _DIRECTIONS = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal,
@@ -288,7 +334,7 @@ def _select(instr, operands, ev) -> np.ndarray:
 @rule("clamp")
 def _clamp(instr, operands, ev) -> np.ndarray:
     low, x, high = (widen(o) for o in operands)
-    return np.minimum(np.maximum(x, low), high)
+    return _minimum(_maximum(x, low), high)
 
 
 @rule("convert")
@@ -323,9 +369,15 @@ _FLOAT_FORMATS = {np.dtype(np.float64): (11, 52, np.uint64), np.dtype(np.float32
 @rule("reduce-precision")
 def _reduce_precision(instr, operands, ev) -> np.ndarray:
     value = np.asarray(operands[0])
+    exponent_bits, mantissa_bits = instr.attr("exponent_bits"), instr.attr("mantissa_bits")
+    info = ml_dtypes.finfo(value.dtype)
+    has_infinity = bool(np.isinf(np.array(np.inf).astype(value.dtype)))
+    # Nothing to round away; types without infinities still overflow to NaN.
+    if exponent_bits >= info.nexp and mantissa_bits >= info.nmant and has_infinity:
+        return value
     if value.dtype not in _FLOAT_FORMATS:  # bf16 and the fp8 types: exact in f32
         value = value.astype(np.float32)
-    return reduce_precision(value, instr.attr("exponent_bits"), instr.attr("mantissa_bits"))
+    return reduce_precision(value, exponent_bits, mantissa_bits)
 
 
 def reduce_precision(value: np.ndarray, exponent_bits: int, mantissa_bits: int) -> np.ndarray:
