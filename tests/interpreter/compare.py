@@ -34,10 +34,13 @@ def is_float(dtype: np.dtype) -> bool:
 
 
 def bits(array: np.ndarray) -> np.ndarray:
-    """The raw bits of every element, as unsigned integers of the element's width."""
-    array = np.ascontiguousarray(array)
+    """The raw bits of every element, as unsigned integers of the element's width
+    (c128 elements as pairs of 64-bit words, on a last axis of 2)."""
+    array = np.asarray(array, order="C")
     if array.dtype == np.bool_:
         return array.view(np.uint8)
+    if array.dtype.itemsize == 16:
+        return array.reshape(*array.shape, 1).view(np.uint64)
     return array.view(_UINT_OF_WIDTH[array.dtype.itemsize])
 
 
@@ -84,6 +87,8 @@ def _check_array(got: np.ndarray, expected: np.ndarray, *, exact_bits: bool, ulp
     assert got.dtype == expected.dtype, f"{context}: dtype {got.dtype} != expected {expected.dtype}"
     if exact_bits or not (is_float(got.dtype) or np.iscomplexobj(got)):
         mismatch = bits(got) != bits(expected)
+        if mismatch.ndim > got.ndim:
+            mismatch = mismatch.any(axis=-1)
         if mismatch.any():
             count = int(mismatch.sum())
             index = tuple(int(i) for i in np.argwhere(mismatch)[0])

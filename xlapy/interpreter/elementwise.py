@@ -404,3 +404,16 @@ def reduce_precision(value: np.ndarray, exponent_bits: int, mantissa_bits: int) 
     if mantissa_bits > 0:  # with no mantissa a NaN becomes an infinity
         result = np.where(np.isnan(value), value, result)
     return result
+
+
+@rule("stochastic-convert")
+def _stochastic_convert(instr, operands, ev) -> np.ndarray:
+    """Float → integer rounding the magnitude up when the random bits fall
+    below the fraction scaled to their width; saturating, NaN → 0."""
+    value, random = widen(operands[0]).astype(np.float64), np.asarray(operands[1])
+    bits = random.dtype.itemsize * 8
+    magnitude = np.abs(value)
+    whole = np.floor(magnitude)
+    threshold = np.floor((magnitude - whole) * float(1 << bits))
+    rounded = whole + (random.astype(np.float64) < threshold)
+    return convert(np.copysign(rounded, value), dtype_of(instr.shape.element_type))

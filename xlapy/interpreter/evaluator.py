@@ -46,8 +46,7 @@ class Evaluator:
         if rule is None:
             raise UnimplementedError(f"the interpreter has no rule for {instruction.opcode} ({instruction.name})")
         with np.errstate(all="ignore"):
-            result = rule(instruction, operands, self)
-        return conform(result, instruction.shape)
+            return conform(rule(instruction, operands, self), instruction.shape)
 
 
 def conform(value: Any, shape: Shape) -> Value:

@@ -1,0 +1,419 @@
+"""A corpus of JAX programs for checking the reference interpreter against JAX.
+
+``PROGRAMS`` maps a name to ``(function, example arguments)``; the arguments
+are numpy arrays drawn from a generator seeded by the program's name, so each
+program's inputs do not depend on the others. ``TOLERANCES`` loosens the
+floating-point comparison of a few programs, each with the reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+
+lax = jax.lax
+
+
+def _rng(name: str) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+def _normal(rng: np.random.Generator, *shape: int, dtype: Any = np.float32, scale: float = 1.0) -> np.ndarray:
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+# -- neural-network building blocks ----------------------------------------
+
+
+def mlp(x, w1, b1, w2, b2):
+    return jax.nn.relu(x @ w1 + b1) @ w2 + b2
+
+
+def layernorm(x, gamma, beta):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) * lax.rsqrt(var + 1e-5) * gamma + beta
+
+
+def softmax(x):
+    return jax.nn.softmax(x, axis=-1), jax.nn.log_softmax(x, axis=0)
+
+
+def attention(q, k, v):
+    scores = jnp.einsum("bhqd,bhkd->bhqk", q, k) / np.sqrt(q.shape[-1]).astype(np.float32)
+    causal = jnp.tril(jnp.ones((q.shape[2], k.shape[2]), bool))
+    scores = jnp.where(causal, scores, -1e9)
+    return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(scores, -1), v)
+
+
+def conv2d_nhwc(x, w):
+    return lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+
+def conv2d_nchw(x, w):
+    return lax.conv_general_dilated(x, w, (2, 1), ((1, 0), (0, 2)), dimension_numbers=("NCHW", "OIHW", "NCHW"))
+
+
+def conv2d_grouped_dilated(x, w):
+    # 4 input channels in 2 groups; dilated kernel and dilated input (a transposed convolution).
+    grouped = lax.conv_general_dilated(x, w, (1, 1), "VALID", rhs_dilation=(2, 1), feature_group_count=2,
+                                       dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    transposed = lax.conv_general_dilated(x[..., :2], w[:, :, :2, :], (1, 1), ((1, 1), (2, 2)), lhs_dilation=(2, 2),
+                                          dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    return grouped, transposed
+
+
+def conv1d_depthwise(x, w):
+    return lax.conv_general_dilated(x, w, (1,), "SAME", feature_group_count=x.shape[1],
+                                    dimension_numbers=("NCH", "OIH", "NCH"))
+
+
+def transformer_block(x, wq, wk, wv, wo, w1, w2):
+    def norm(h):
+        mean = h.mean(-1, keepdims=True)
+        return (h - mean) * lax.rsqrt(((h - mean) ** 2).mean(-1, keepdims=True) + 1e-6)
+
+    h = norm(x)
+    heads = 2
+    b, s, d = x.shape
+
+    def split(t):
+        return t.reshape(b, s, heads, d // heads).transpose(0, 2, 1, 3)
+
+    q, k, v = split(h @ wq), split(h @ wk), split(h @ wv)
+    scores = jax.nn.softmax(q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(d // heads)), axis=-1)
+    attended = (scores @ v).transpose(0, 2, 1, 3).reshape(b, s, d)
+    x = x + attended @ wo
+    return x + jax.nn.gelu(norm(x) @ w1, approximate=True) @ w2
+
+
+def erf_gelu(x):
+    return jax.nn.gelu(x, approximate=False), jax.nn.gelu(x, approximate=True), lax.erf(x), jax.nn.silu(x)
+
+
+def logsumexp(x):
+    return jax.nn.logsumexp(x, axis=1), jax.nn.logsumexp(x * 100.0)
+
+
+def mlp_grad(params, x, y):
+    def loss(p):
+        w1, b1, w2 = p
+        h = jnp.tanh(x @ w1 + b1)
+        return jnp.mean((h @ w2 - y) ** 2)
+
+    return jax.value_and_grad(loss)(params)
+
+
+# -- control flow -----------------------------------------------------------
+
+
+def scan_rnn(h0, xs, w):
+    def step(h, x):
+        h = jnp.tanh(h @ w + x)
+        return h, h.sum()
+
+    return lax.scan(step, h0, xs)
+
+
+def fori_loop(x):
+    return lax.fori_loop(0, 5, lambda i, c: c * 0.5 + jnp.sin(c) * i, x)
+
+
+def while_loop(n):
+    # Collatz steps until 1, counted for each start value.
+    def cond(state):
+        value, _ = state
+        return jnp.any(value != 1)
+
+    def body(state):
+        value, steps = state
+        active = value != 1
+        nxt = jnp.where(value % 2 == 0, value // 2, 3 * value + 1)
+        return jnp.where(active, nxt, value), steps + active.astype(jnp.int32)
+
+    return lax.while_loop(cond, body, (n, jnp.zeros_like(n)))
+
+
+def cond_switch(x, p, i):
+    a = lax.cond(p > 0, lambda v: jnp.sin(v) * 2.0, lambda v: jnp.cos(v) - 1.0, x)
+    b = lax.switch(i, [jnp.sin, jnp.cos, jnp.tanh, lambda v: v * v], x)
+    return a, b
+
+
+def dynamic_slice_loop(x):
+    def body(i, acc):
+        window = lax.dynamic_slice(x, (i, 0), (2, x.shape[1]))
+        return lax.dynamic_update_slice(acc, window * (i + 1.0), (i * 2 % 5, 1))
+
+    return lax.fori_loop(0, x.shape[0], body, jnp.zeros((6, x.shape[1] + 2), x.dtype))
+
+
+# -- gathers, scatters, sorting ---------------------------------------------
+
+
+def gathers(x, idx, idx2d):
+    return x[idx], jnp.take_along_axis(x, idx2d, axis=1), x[idx[:2], 1:3], jnp.take(x, idx, axis=1, mode="clip")
+
+
+def scatters(x, idx, updates):
+    return (x.at[idx].add(updates), x.at[idx].set(updates), x.at[idx].max(updates), x.at[idx].min(updates),
+            x.at[idx, 1].mul(2.0), x.at[::2].set(0.0))
+
+
+def segment_sum(values, segments):
+    return jax.ops.segment_sum(values, segments, num_segments=4), jax.ops.segment_max(values, segments, num_segments=4)
+
+
+def sorting(x, keys, values):
+    return (jnp.sort(x, axis=-1), jnp.argsort(x, axis=0), lax.top_k(x, 3), lax.sort((keys, values), num_keys=1),
+            jnp.sort(x, axis=-1, descending=True))
+
+
+def cumulative(x, n):
+    return jnp.cumsum(x, 0), jnp.cumprod(x, 1), lax.cummax(x, 1), lax.cummin(x, 0), jnp.cumsum(n)
+
+
+def argmax_argmin(x):
+    return jnp.argmax(x, 0), jnp.argmin(x, 1), jnp.argmax(x.reshape(-1))
+
+
+# -- windows ----------------------------------------------------------------
+
+
+def pooling(x):
+    max_pool = lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+    avg_pool = lax.reduce_window(x, 0.0, lax.add, (1, 3, 3, 1), (1, 1, 1, 1), "SAME") / 9.0
+    return max_pool, avg_pool
+
+
+def maxpool_grad(x):
+    def pool_sum(v):
+        return lax.reduce_window(v, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID").sum()
+
+    return jax.grad(pool_sum)(x)
+
+
+# -- integer programs --------------------------------------------------------
+
+
+def integer_bits(a, b):
+    shift = b & 7
+    return ((a << shift) ^ (a >> shift), a & b, a | ~b, lax.population_count(a),
+            lax.shift_right_logical(a, shift), (a.astype(jnp.uint32) >> 3).astype(jnp.int32))
+
+
+def count_leading_zeros(a):
+    return lax.clz(a), lax.clz(a.astype(jnp.uint8)), lax.clz(a.astype(jnp.int16))
+
+
+def integer_division(a, b):
+    b = jnp.where(b == 0, 1, b)
+    return a // b, a % b, lax.div(a, b), lax.rem(a, b), jnp.abs(a), jnp.sign(b), a * b + 7
+
+
+def hashing(x):
+    # murmur3 finaliser and a polynomial hash, in uint32 arithmetic that wraps.
+    h = x.astype(jnp.uint32)
+    h = h ^ (h >> 16)
+    h = h * jnp.uint32(0x85EBCA6B)
+    h = h ^ (h >> 13)
+    h = h * jnp.uint32(0xC2B2AE35)
+    h = h ^ (h >> 16)
+    poly = lax.fori_loop(0, x.shape[0], lambda i, acc: acc * jnp.uint32(31) + h[i], jnp.uint32(7))
+    return h, poly, h % jnp.uint32(1000)
+
+
+def modular_arithmetic(a, b):
+    m = 97
+    return (a * b) % m, jnp.remainder(a - b, m), jnp.fmod(a - b, m), (a**3) % m
+
+
+# -- narrow floats -----------------------------------------------------------
+
+
+def bf16_matmul(a, b):
+    return a @ b, jnp.dot(a, b, preferred_element_type=jnp.float32)
+
+
+def bf16_layernorm(x):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) * lax.rsqrt(var + jnp.bfloat16(1e-5))
+
+
+def f16_ops(x, y):
+    return x * y + x, jnp.exp(x), x / (y + 4.0), jnp.maximum(x, y), (x.astype(jnp.float32) + 1).astype(jnp.float16)
+
+
+def fp8_convert(x):
+    e4 = x.astype(jnp.float8_e4m3fn)
+    e5 = x.astype(jnp.float8_e5m2)
+    return e4.astype(jnp.float32), e5.astype(jnp.float32), (e4.astype(jnp.float32) * 2).astype(jnp.float8_e4m3fn)
+
+
+# -- array manipulation ------------------------------------------------------
+
+
+def one_hot(labels, logits):
+    oh = jax.nn.one_hot(labels, logits.shape[-1])
+    return oh, -(oh * jax.nn.log_softmax(logits)).sum(-1)
+
+
+def einsums(a, b, c):
+    return (jnp.einsum("ij,jk->ik", a, b), jnp.einsum("ij->ji", a), jnp.einsum("ii->i", a[:, :4]),
+            jnp.einsum("bij,bjk->bik", c, c.transpose(0, 2, 1)), jnp.einsum("ij,ij->", a, a),
+            jnp.einsum("i,j->ij", a[0], b[:, 0]), jnp.einsum("bij->b", c))
+
+
+def where_clip(x, y):
+    return jnp.where(x > y, x, y * 2), jnp.clip(x, -0.5, 0.5), jnp.where(jnp.isnan(x), 0.0, x), lax.clamp(-1.0, y, 1.0)
+
+
+def reductions(x):
+    return (x.sum((0, 2)), x.max((1, 2)), x.min(0), x.prod(2), x.mean(), jnp.all(x > -2, axis=1),
+            jnp.any(x > 2, axis=(0, 1)), jnp.std(x, axis=2))
+
+
+def reshape_transpose(x):
+    y = x.reshape(2, 3, 4, 5).transpose(3, 1, 0, 2).reshape(5, 24)
+    z = jnp.concatenate([y[:, ::-1], y[:, 2:10:3]], axis=1)
+    return jnp.pad(z, ((1, 2), (0, 3))), lax.rev(x, (0,)), jnp.tile(x[:2, :3], (2, 2)), jnp.repeat(x[0, :4], 3)
+
+
+def pad_slice(x):
+    return (lax.pad(x, 0.0, ((1, -1, 1), (-2, 2, 2))), x[1:5:2, ::3], jnp.roll(x, 2, axis=1),
+            lax.dynamic_slice(x, (4, 9), (3, 3)))
+
+
+def vmapped(x, w):
+    def per_example(v):
+        return jnp.tanh(w @ v).sum() * v
+
+    return jax.vmap(per_example)(x), jax.vmap(jnp.outer)(x, x)
+
+
+def random_threefry(seed):
+    key = jax.random.key(seed)
+    k1, k2, k3 = jax.random.split(key, 3)
+    return (jax.random.bits(k1, (8,), jnp.uint32), jax.random.uniform(k2, (4, 3)), jax.random.normal(k3, (6,)),
+            jax.random.randint(k1, (5,), 0, 10), jax.random.permutation(k2, 8))
+
+
+def special_functions(x):
+    p = jnp.abs(x) + 0.1
+    return (jnp.log1p(p), jnp.expm1(x), jax.scipy.special.gammaln(p), jnp.arctan2(x, p), jnp.cbrt(x),
+            lax.logistic(x), jnp.tan(x * 0.5), jnp.round(x * 3), jnp.floor(x), jnp.ceil(x), lax.is_finite(x / x))
+
+
+def nan_handling(x):
+    return jnp.nanmax(x, 0), jnp.nansum(x, 1), jnp.maximum(x, 0.0), jnp.minimum(x, x[::-1]), jnp.sort(x[0])
+
+
+def reduce_precision(x):
+    return lax.reduce_precision(x, exponent_bits=5, mantissa_bits=10), lax.reduce_precision(x, 8, 7)
+
+
+def complex_math(re, im):
+    z = lax.complex(re, im)
+    return jnp.abs(z), (z * z + 1).real, jnp.exp(z * 0.1).imag, jnp.angle(z), (z / (z + 2)).real
+
+
+def _build() -> dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]:
+    programs: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {}
+
+    def add(fn: Callable[..., Any], make_args: Callable[[np.random.Generator], tuple[Any, ...]],
+            name: str | None = None) -> None:
+        name = name or fn.__name__
+        programs[name] = (fn, make_args(_rng(name)))
+
+    f32 = _normal
+    add(mlp, lambda r: (f32(r, 4, 8), f32(r, 8, 16), f32(r, 16), f32(r, 16, 3), f32(r, 3)))
+    add(layernorm, lambda r: (f32(r, 3, 16), f32(r, 16), f32(r, 16)))
+    add(softmax, lambda r: (f32(r, 4, 7, scale=3.0),))
+    add(attention, lambda r: (f32(r, 1, 2, 5, 8), f32(r, 1, 2, 5, 8), f32(r, 1, 2, 5, 8)))
+    add(conv2d_nhwc, lambda r: (f32(r, 2, 6, 6, 3), f32(r, 3, 3, 3, 4)))
+    add(conv2d_nchw, lambda r: (f32(r, 1, 3, 7, 6), f32(r, 4, 3, 3, 2)))
+    add(conv2d_grouped_dilated, lambda r: (f32(r, 1, 7, 5, 4), f32(r, 2, 2, 2, 6)))
+    add(conv1d_depthwise, lambda r: (f32(r, 2, 3, 9), f32(r, 3, 1, 4)))
+    add(transformer_block, lambda r: (f32(r, 2, 5, 8), *(f32(r, 8, 8, scale=0.3) for _ in range(4)),
+                                      f32(r, 8, 16, scale=0.3), f32(r, 16, 8, scale=0.3)))
+    add(erf_gelu, lambda r: (f32(r, 64, scale=3.0),))
+    add(logsumexp, lambda r: (f32(r, 3, 9, scale=4.0),))
+    add(mlp_grad, lambda r: ((f32(r, 5, 6), f32(r, 6), f32(r, 6, 2)), f32(r, 8, 5), f32(r, 8, 2)))
+    add(scan_rnn, lambda r: (f32(r, 4), f32(r, 6, 4), f32(r, 4, 4, scale=0.5)))
+    add(fori_loop, lambda r: (f32(r, 5),))
+    add(while_loop, lambda r: (r.integers(1, 30, 6).astype(np.int32),))
+    add(cond_switch, lambda r: (f32(r, 4), np.int32(-1), np.int32(3)))
+    add(dynamic_slice_loop, lambda r: (f32(r, 5, 3),))
+    add(gathers, lambda r: (f32(r, 6, 5), np.array([5, 0, 2, 2], np.int32),
+                            r.integers(0, 5, (6, 3)).astype(np.int32)))
+    add(scatters, lambda r: (f32(r, 6, 3), np.array([4, 0, 4, 1], np.int32), f32(r, 4, 3)))
+    add(segment_sum, lambda r: (f32(r, 10), np.array([0, 0, 1, 3, 3, 3, 1, 0, 2, 3], np.int32)))
+    add(sorting, lambda r: (np.round(f32(r, 4, 6), 1), r.integers(0, 4, 9).astype(np.int32), f32(r, 9)))
+    add(cumulative, lambda r: (f32(r, 4, 5), r.integers(-5, 5, 7).astype(np.int32)))
+    add(argmax_argmin, lambda r: (np.round(f32(r, 5, 4), 0),))
+    add(pooling, lambda r: (f32(r, 2, 6, 5, 3),))
+    add(maxpool_grad, lambda r: (f32(r, 1, 4, 6, 2),))
+    add(integer_bits, lambda r: (r.integers(-(2**31), 2**31, 32, dtype=np.int64).astype(np.int32),
+                                 r.integers(-(2**31), 2**31, 32, dtype=np.int64).astype(np.int32)))
+    add(count_leading_zeros, lambda r: (np.concatenate([r.integers(-(2**31), 2**31, 12, dtype=np.int64),
+                                                        [0, 1, -1, 2**31 - 1]]).astype(np.int32),))
+    add(integer_division, lambda r: (np.concatenate([r.integers(-100, 100, 20), [-(2**31), 2**31 - 1, -7, 7]]).astype(
+        np.int32), np.concatenate([r.integers(-9, 9, 20), [-1, -1, 2, -2]]).astype(np.int32)))
+    add(hashing, lambda r: (r.integers(0, 2**31, 16).astype(np.int32),))
+    add(modular_arithmetic, lambda r: (r.integers(-1000, 1000, 12).astype(np.int32),
+                                       r.integers(-1000, 1000, 12).astype(np.int32)))
+    add(bf16_matmul, lambda r: (f32(r, 4, 16, dtype=ml_dtypes.bfloat16), f32(r, 16, 5, dtype=ml_dtypes.bfloat16)))
+    add(bf16_layernorm, lambda r: (f32(r, 3, 32, dtype=ml_dtypes.bfloat16),))
+    add(f16_ops, lambda r: (f32(r, 24, dtype=np.float16), f32(r, 24, dtype=np.float16)))
+    add(fp8_convert, lambda r: (f32(r, 32, scale=50.0),))
+    add(one_hot, lambda r: (np.array([0, 3, 1, 4, 7], np.int32), f32(r, 5, 6)))
+    add(einsums, lambda r: (f32(r, 4, 5), f32(r, 5, 3), f32(r, 2, 3, 4)))
+    add(where_clip, lambda r: (np.concatenate([f32(r, 10), [np.nan, np.inf]]).astype(np.float32), f32(r, 12)))
+    add(reductions, lambda r: (f32(r, 3, 4, 5),))
+    add(reshape_transpose, lambda r: (f32(r, 6, 20),))
+    add(pad_slice, lambda r: (f32(r, 6, 10),))
+    add(vmapped, lambda r: (f32(r, 3, 4), f32(r, 4, 4)))
+    add(random_threefry, lambda r: (np.int32(42),))
+    add(special_functions, lambda r: (np.concatenate([f32(r, 20), [0.0, -0.0]]).astype(np.float32),))
+    add(nan_handling, lambda r: (np.where(r.random((4, 5)) < 0.2, np.nan, f32(r, 4, 5)).astype(np.float32),))
+    add(reduce_precision, lambda r: (f32(r, 16, scale=1e3),))
+    add(complex_math, lambda r: (f32(r, 8), f32(r, 8)))
+    return programs
+
+
+PROGRAMS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = _build()
+
+# (rtol, atol) per program where the default f32 tolerance is not enough.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    # Sums of 100s of products and a loss averaged over a batch: the summation order of XLA's dot
+    # and reduce differs from numpy's, which moves the last bits of results near zero.
+    "mlp_grad": (1e-5, 1e-5),
+    "transformer_block": (2e-5, 1e-5),
+    # lgamma and the exp of complex values go through several transcendental calls, each a few ulp
+    # away from the correctly rounded value in XLA's approximations.
+    "special_functions": (2e-5, 1e-6),
+    "complex_math": (2e-5, 1e-6),
+    # jax.random.normal maps uniform bits through erf_inv, a polynomial in XLA; logsumexp(x * 100)
+    # reaches magnitudes where 1e-5 relative is a few ulp.
+    "random_threefry": (2e-5, 1e-6),
+}
+
+
+@functools.cache
+def jax_result(name: str) -> Any:
+    """The result of the jitted program on its example arguments, as numpy values."""
+    fn, args = PROGRAMS[name]
+    return jax.tree.map(np.asarray, jax.jit(fn)(*args))
+
+
+def flat_arguments(name: str) -> list[Any]:
+    """The example arguments flattened the way the lowered module takes its parameters."""
+    return jax.tree.leaves(PROGRAMS[name][1])

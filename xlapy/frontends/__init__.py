@@ -1,0 +1,1 @@
+"""Importers of programs written for other systems into xlapy's HLO IR."""
