@@ -84,6 +84,15 @@ class HloInstruction:
             successor.control_predecessors.remove(self)
         self.control_predecessors, self.control_successors = [], []
 
+    def clone(self, operands: list[HloInstruction] | None = None, suffix: str = "clone") -> HloInstruction:
+        """A copy named ``name.suffix`` (as XLA's ``Clone``), on ``operands``
+        (default: the same ones), not yet in any computation."""
+        copy = HloInstruction(f"{self.name}.{suffix}", self.opcode, self.shape,
+                              list(self.operands if operands is None else operands), self.attributes,
+                              self.called_computations)
+        copy.parameter_number, copy.literal = self.parameter_number, self.literal
+        return copy
+
     # -- views --------------------------------------------------------------
     def operand(self, index: int) -> HloInstruction:
         return self.operands[index]
