@@ -45,3 +45,17 @@ def test_parse_hlo_is_exported():
     fusion = next(i for i in module.entry.instructions if i.opcode == "fusion")
     assert fusion.fused_computation.fusion_instruction is fusion
     assert fusion.attributes["kind"] == "kLoop"
+
+
+def test_missing_layouts_get_the_default_as_in_xla():
+    text = """HloModule no_layouts
+
+ENTRY main {
+  p = f32[2,3] parameter(0)
+  t = (f32[3,2], s32[]) parameter(1)
+  c = f32[] constant(1)
+  b = f32[2,3] broadcast(c), dimensions={}
+  ROOT a = f32[2,3] add(p, b)
+}
+"""
+    assert without_stack_frames(parse_module(text).to_text()) == without_stack_frames(xla_reprint(text))

@@ -134,7 +134,8 @@ class HloParser(ShapeParser):
     def _instruction(self) -> _Draft:
         name = self._name("an instruction name")
         self.expect("=", f"after instruction name '{name}'")
-        shape = self.parse_shape()
+        # As XLA's parser does, an array without a layout gets the default one.
+        shape = self.parse_shape().with_default_layout()
         self.skip_space()
         opcode_pos = self.pos
         match = _OPCODE.match(self.text, self.pos)
