@@ -59,3 +59,21 @@ ENTRY main {
 }
 """
     assert without_stack_frames(parse_module(text).to_text()) == without_stack_frames(xla_reprint(text))
+
+
+def test_slice_sizes_of_gather_and_of_in_place_collective_permute():
+    text = """HloModule slice_sizes
+
+ENTRY main {
+  p = f32[4,8]{1,0} parameter(0)
+  b = f32[4,8]{1,0} parameter(1)
+  i = (s32[], s32[]) parameter(2)
+  o = (s32[], s32[]) parameter(3)
+  idx = s32[3,1]{1,0} parameter(4)
+  g = f32[3,8]{1,0} gather(p, idx), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, \
+index_vector_dim=1, slice_sizes={1,8}
+  cp = f32[4,8]{1,0} collective-permute(p, b, i, o), source_target_pairs={{0,1},{1,0}}, slice_sizes={{2,8}}
+  ROOT t = (f32[3,8]{1,0}, f32[4,8]{1,0}) tuple(g, cp)
+}
+"""
+    assert without_stack_frames(parse_module(text).to_text()) == without_stack_frames(xla_reprint(text))

@@ -158,6 +158,17 @@ def _print_int_list_list(values) -> str:
     return "{" + ",".join(_print_int_list(v) for v in values) + "}"
 
 
+def _read_int_list_or_lists(cursor: Cursor) -> tuple:
+    """``{1,2}`` (gather's slice sizes) or ``{{1},{2}}`` (a combined collective-permute's)."""
+    cursor.skip_space()
+    after_brace = cursor.text[cursor.pos + 1:].lstrip()
+    return _read_int_list_list(cursor) if after_brace.startswith("{") else _read_int_list(cursor)
+
+
+def _print_int_list_or_lists(values: tuple) -> str:
+    return _print_int_list_list(values) if values and isinstance(values[0], tuple) else _print_int_list(values)
+
+
 _WORD = re.compile(r"[\w.\-]+")
 _DIM_LABELS = re.compile(r"\w+->\w+")
 _COMPUTATION_NAME = re.compile(r"%?([A-Za-z_][\w.\-]*)")
@@ -352,7 +363,7 @@ ATTRIBUTES: dict[str, AttributeKind] = {
     **dict.fromkeys([
         "dimensions", "lhs_contracting_dims", "rhs_contracting_dims", "lhs_batch_dims", "rhs_batch_dims",
         "offset_dims", "collapsed_slice_dims", "start_index_map", "operand_batching_dims",
-        "start_indices_batching_dims", "slice_sizes", "update_window_dims", "inserted_window_dims",
+        "start_indices_batching_dims", "update_window_dims", "inserted_window_dims",
         "scatter_dims_to_operand_dims", "input_batching_dims", "scatter_indices_batching_dims",
         "dynamic_slice_sizes", "fft_length",
     ], INT_LIST),
@@ -373,6 +384,7 @@ ATTRIBUTES: dict[str, AttributeKind] = {
                      "select", "scatter"], COMPUTATION),
     **dict.fromkeys(["branch_computations", "called_computations"], COMPUTATION_LIST),
     "source_target_pairs": INT_LIST_LIST,
+    "slice_sizes": AttributeKind(_read_int_list_or_lists, _print_int_list_or_lists),
     "slice": SLICE,
     "padding": PADDING,
     "window": WINDOW,
