@@ -77,3 +77,23 @@ index_vector_dim=1, slice_sizes={1,8}
 }
 """
     assert without_stack_frames(parse_module(text).to_text()) == without_stack_frames(xla_reprint(text))
+
+
+def test_computation_of_another_execution_thread():
+    text = """HloModule threads
+
+wrapped {
+  x = f32[4]{0} parameter(0)
+  y = f32[4]{0} negate(x)
+  ROOT n = f32[4]{0} negate(y)
+}, execution_thread="parallel"
+
+ENTRY main {
+  p = f32[4]{0} parameter(0)
+  st = ((f32[4]{0}), f32[4]{0}, s32[]) async-start(p), async_execution_thread="parallel", calls=wrapped
+  ROOT dn = f32[4]{0} async-done(st)
+}
+"""
+    module = parse_module(text)
+    assert module.computation("wrapped").execution_thread == "parallel"
+    assert without_stack_frames(module.to_text()) == without_stack_frames(xla_reprint(text))

@@ -119,6 +119,8 @@ class HloComputation:
         self.instructions: list[HloInstruction] = []
         self.root: HloInstruction | None = None
         self.module: HloModule | None = None
+        # The thread it runs on; computations of async ops may name another.
+        self.execution_thread = "main"
         # The fusion instruction that owns this computation, if any.
         self.fusion_instruction: HloInstruction | None = None
 

@@ -8,7 +8,14 @@ import re
 from dataclasses import dataclass, field
 
 from xlapy.errors import ParseError, XlapyError
-from xlapy.hlo.attributes import ATTRIBUTES, COMPUTATION, COMPUTATION_LIST, read_attribute, scan_value
+from xlapy.hlo.attributes import (
+    ATTRIBUTES,
+    COMPUTATION,
+    COMPUTATION_LIST,
+    read_attribute,
+    read_string,
+    scan_value,
+)
 from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlapy.hlo.literal import parse_literal
 from xlapy.hlo.opcodes import OPCODES
@@ -114,6 +121,16 @@ class HloParser(ShapeParser):
             drafts.append(draft)
         if computation.root is None:
             raise self.error(f"computation '{computation.name}' has no ROOT instruction", name_pos)
+        # A computation of a non-main thread: `}, execution_thread="name"`.
+        checkpoint = self.pos
+        if self.eat(","):
+            self.skip_space()
+            if self.text.startswith("execution_thread", self.pos):
+                self.pos += len("execution_thread")
+                self.expect("=", "after execution_thread")
+                computation.execution_thread = read_string(self)
+            else:
+                self.pos = checkpoint
         self._link_instructions(computation, drafts, by_name)
         return computation, drafts
 

@@ -4,7 +4,7 @@ shows: `%` sigils, computation signatures, no operand shapes)."""
 from __future__ import annotations
 
 from xlapy.hlo.attribute_order import attribute_rank
-from xlapy.hlo.attributes import is_default, print_attribute
+from xlapy.hlo.attributes import is_default, print_attribute, quote
 from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlapy.hlo.literal import format_literal
 
@@ -52,7 +52,9 @@ def print_computation(computation: HloComputation) -> str:
     # XLA prints a scheduled computation in schedule order, any other in post order.
     order = computation.instructions if scheduled else computation.post_order()
     body = "\n".join("  " + print_instruction(i) for i in order)
-    return f"{header} {{\n{body}\n}}"
+    thread = computation.execution_thread
+    suffix = f", execution_thread={quote(thread)}" if thread != "main" else ""
+    return f"{header} {{\n{body}\n}}{suffix}"
 
 
 def print_module(module: HloModule) -> str:
