@@ -97,3 +97,22 @@ ENTRY main {
     module = parse_module(text)
     assert module.computation("wrapped").execution_thread == "parallel"
     assert without_stack_frames(module.to_text()) == without_stack_frames(xla_reprint(text))
+
+
+def test_custom_call_to_apply_prints_as_called_computations():
+    text = """HloModule cc
+
+add_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  p = f32[4]{0} parameter(0)
+  ROOT c = f32[4]{0} custom-call(p), custom_call_target="foo", to_apply=add_f
+}
+"""
+    printed = parse_module(text).to_text()
+    assert without_stack_frames(printed) == without_stack_frames(xla_reprint(text))
+    assert parse_module(printed).to_text() == printed

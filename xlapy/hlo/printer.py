@@ -31,6 +31,10 @@ def _attributes(instruction: HloInstruction) -> list[str]:
     come last, in their own order."""
     parts = {name: f"{name}={print_attribute(name, value)}" for name, value in instruction.attributes.items()
              if not is_default(name, value)}
+    if instruction.opcode == "custom-call" and "to_apply" in parts:
+        # XLA reads a custom call's to_apply but prints it among its called computations.
+        parts["called_computations"] = f"called_computations={{%{instruction.attributes['to_apply']}}}"
+        del parts["to_apply"]
     if instruction.control_predecessors and "control-predecessors" not in parts:
         names = ", ".join(f"%{p.name}" for p in instruction.control_predecessors)
         parts["control-predecessors"] = f"control-predecessors={{{names}}}"
