@@ -65,13 +65,13 @@ def fake_argument(shape: Shape, random: np.random.Generator, bound: int | None =
     if element.kind is TypeKind.PRED:
         return random.random(dims) < 0.5
     if element.is_integral:
+        half = 1 << (element.bit_width - 1)
         if bound is not None:
             low, high = 0, max(bound, 1)
+        elif element.kind is TypeKind.SIGNED:
+            low, high = max(-50, -half), min(100, half)
         else:
-            low = -50 if element.kind is TypeKind.SIGNED else 0
-            high = min(100, 1 << (element.bit_width - 1)) if element.kind is TypeKind.SIGNED else \
-                min(100, 1 << element.bit_width)
-            low = max(low, -(1 << (element.bit_width - 1))) if element.kind is TypeKind.SIGNED else 0
+            low, high = 0, min(100, 2 * half)
         return random.integers(low, high, dims).astype(element.dtype)
     if element.is_complex:
         return (random.standard_normal(dims) + 1j * random.standard_normal(dims)).astype(element.dtype)

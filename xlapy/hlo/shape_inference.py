@@ -24,6 +24,7 @@ import numpy as np
 from xlapy.errors import UnimplementedError, VerifyError, XlapyError
 from xlapy.hlo.ir import HloComputation, HloInstruction
 from xlapy.hlo.opcodes import OPCODES
+from xlapy.registry import registrar
 from xlapy.shapes import UNBOUNDED_SIZE, Shape, TypeKind
 
 ShapeRule = Callable[[HloInstruction], Shape]
@@ -32,17 +33,7 @@ ShapeRule = Callable[[HloInstruction], Shape]
 SHAPE_RULES: dict[str, ShapeRule] = {}
 
 
-def shape_rule(*opcodes: str) -> Callable[[ShapeRule], ShapeRule]:
-    """Register the decorated function as the shape rule of ``opcodes``."""
-
-    def register(rule: ShapeRule) -> ShapeRule:
-        for opcode in opcodes:
-            if opcode in SHAPE_RULES:
-                raise ValueError(f"two shape rules for opcode {opcode}")
-            SHAPE_RULES[opcode] = rule
-        return rule
-
-    return register
+shape_rule = registrar(SHAPE_RULES, "shape rules")
 
 
 def has_shape_rule(opcode: str) -> bool:

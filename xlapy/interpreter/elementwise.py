@@ -97,18 +97,18 @@ def _as_unsigned(x: np.ndarray, bits: int) -> np.ndarray:
     return x.astype(np.int64).astype(np.uint64) & np.uint64((1 << bits) - 1) if bits < 64 else x.view(np.uint64)
 
 
-def _bit_width(instr, operands) -> int:
+def _bit_width(operands) -> int:
     return type_of(operands[0]).bit_width
 
 
 @rule("popcnt")
 def _popcnt(instr, operands, ev) -> np.ndarray:
-    return np.bitwise_count(_as_unsigned(widen(operands[0]), _bit_width(instr, operands)))
+    return np.bitwise_count(_as_unsigned(widen(operands[0]), _bit_width(operands)))
 
 
 @rule("count-leading-zeros")
 def _clz(instr, operands, ev) -> np.ndarray:
-    bits = _bit_width(instr, operands)
+    bits = _bit_width(operands)
     value = _as_unsigned(widen(operands[0]), bits)
     length = np.zeros(value.shape, np.int64)
     for step in (32, 16, 8, 4, 2, 1):
@@ -122,21 +122,21 @@ def _clz(instr, operands, ev) -> np.ndarray:
 # -- binary ops with XLA-specific corner cases ------------------------------------------
 
 
-@_binary("maximum")
-def _maximum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    # NaN propagates and +0 is above -0 (IEEE maximum), as in XLA.
-    result = np.maximum(a, b)
-    if result.dtype.kind == "f":
-        result = np.where(a == b, np.where(np.signbit(a), b, a), result)
-    return result
+def _ieee_extremum(ufunc: np.ufunc, prefer_negative_zero: bool):
+    """maximum/minimum as XLA computes them: NaN propagates and -0 < +0."""
+
+    def extremum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        result = ufunc(a, b)
+        if result.dtype.kind == "f":
+            negative_first = np.signbit(a) == prefer_negative_zero
+            result = np.where(a == b, np.where(negative_first, a, b), result)
+        return result
+
+    return extremum
 
 
-@_binary("minimum")
-def _minimum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    result = np.minimum(a, b)
-    if result.dtype.kind == "f":
-        result = np.where(a == b, np.where(np.signbit(a), a, b), result)
-    return result
+_maximum = _binary("maximum")(_ieee_extremum(np.maximum, prefer_negative_zero=False))
+_minimum = _binary("minimum")(_ieee_extremum(np.minimum, prefer_negative_zero=True))
 
 
 def _integer_division_parts(a: np.ndarray, b: np.ndarray):
@@ -191,7 +191,7 @@ def _power(instr, operands, ev) -> np.ndarray:
     # XLA squares six times (exponents past 63 overflow anyway), so only the
     # exponent's low six bits count. A negative exponent (as a signed number,
     # even for unsigned types) gives 1 for base 1, ±1 for base -1, else 0.
-    bits = _bit_width(instr, operands[1:])
+    bits = _bit_width(operands[1:])
     exponent = _as_unsigned(b, bits)
     result, base = np.ones_like(a), a.copy()
     for i in range(6):
@@ -263,7 +263,7 @@ def _complex_power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _shift_parts(instr, operands):
-    bits = _bit_width(instr, operands)
+    bits = _bit_width(operands)
     a, amount = widen(operands[0]), widen(operands[1])
     # The amount is read as unsigned: negative amounts are past the width too.
     too_far = _as_unsigned(amount, bits) >= np.uint64(bits)
@@ -310,6 +310,8 @@ _DIRECTIONS = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_
 def total_order_key(x: np.ndarray) -> np.ndarray:
     """An integer key whose order is IEEE totalOrder on floats: -NaN < -inf <
     ... < -0 < +0 < ... < inf < NaN."""
+    if x.dtype.itemsize == 1:  # fp8 types: f32 keeps their order
+        x = x.astype(np.float32)
     bits = x.dtype.itemsize * 8
     signed = x.view({16: np.int16, 32: np.int32, 64: np.int64}[bits]).astype(np.int64)
     return np.where(signed < 0, signed ^ ((1 << (bits - 1)) - 1), signed)
@@ -320,8 +322,6 @@ def _compare(instr, operands, ev) -> np.ndarray:
     a, b = np.asarray(operands[0]), np.asarray(operands[1])
     direction = _DIRECTIONS[instr.attr("direction")]
     if instr.attr("type") == "TOTALORDER" and type_of(a).kind is TypeKind.FLOAT:
-        if a.dtype.itemsize == 1:  # fp8 types: f32 keeps their order
-            a, b = a.astype(np.float32), b.astype(np.float32)
         return direction(total_order_key(a), total_order_key(b))
     return direction(widen(a), widen(b))
 

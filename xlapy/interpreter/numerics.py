@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from xlapy.shapes import ELEMENT_TYPES, ElementType, Shape, TypeKind, element_type_of_dtype
+from xlapy.shapes import ELEMENT_TYPES, ElementType, TypeKind, element_type_of_dtype
 
 _F32 = np.dtype(np.float32)
 
@@ -115,7 +115,3 @@ def _float_to_int(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
     inner = np.where(below | above, 0.0, truncated).astype(np.int64 if low < 0 else np.uint64)
     result = np.where(below, low, np.where(above, high, inner))
     return wrap_integer(np.asarray(result), dtype) if dtype.kind == "V" else np.asarray(result).astype(dtype)
-
-
-def result_dtype(shape: Shape) -> np.dtype:
-    return dtype_of(shape.element_type)

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
+from xlapy.registry import registrar
+
 if TYPE_CHECKING:
     from xlapy.hlo import HloInstruction
     from xlapy.interpreter.evaluator import Evaluator
@@ -25,17 +27,8 @@ if TYPE_CHECKING:
 Value = Union[np.ndarray, tuple]  # noqa: UP007 - a runtime alias
 Rule = Callable[["HloInstruction", list[Any], "Evaluator"], Any]
 
+# opcode -> rule; register with ``@rule("opcode", ...)``.
 RULES: dict[str, Rule] = {}
 
 
-def rule(*opcodes: str) -> Callable[[Rule], Rule]:
-    """Register the decorated function as the rule of each of ``opcodes``."""
-
-    def register(function: Rule) -> Rule:
-        for opcode in opcodes:
-            if opcode in RULES:
-                raise ValueError(f"two interpreter rules for {opcode}")
-            RULES[opcode] = function
-        return function
-
-    return register
+rule = registrar(RULES, "interpreter rules")

@@ -147,7 +147,7 @@ def _order_key(values: np.ndarray, direction: str, compare_type: Any) -> np.ndar
         return None  # e.g. signed values compared as unsigned: left to the comparator itself
     if kind is TypeKind.FLOAT:
         if compare_type == "TOTALORDER":
-            key = total_order_key(values.astype(np.float32) if values.dtype.itemsize == 1 else values)
+            key = total_order_key(values)
         else:
             key = widen(values).astype(np.float64)
             if np.isnan(key).any():
