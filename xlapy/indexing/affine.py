@@ -188,8 +188,10 @@ def floordiv(lhs: AffineExpr | int, rhs: AffineExpr | int) -> AffineExpr:
     factor = binary_rhs_constant(lhs, MUL)
     if factor is not None and factor % divisor == 0:
         return mul(lhs.lhs, factor // divisor)
-    if isinstance(lhs, AffineBinaryOpExpr) and lhs.kind is ADD and (
-        largest_known_divisor(lhs.lhs) % divisor == 0 or largest_known_divisor(lhs.rhs) % divisor == 0
+    if (
+        isinstance(lhs, AffineBinaryOpExpr)
+        and lhs.kind is ADD
+        and (largest_known_divisor(lhs.lhs) % divisor == 0 or largest_known_divisor(lhs.rhs) % divisor == 0)
     ):
         return add(floordiv(lhs.lhs, divisor), floordiv(lhs.rhs, divisor))
     return AffineBinaryOpExpr(FLOORDIV, lhs, const(divisor))
@@ -443,4 +445,3 @@ def parse_expr(text: str, dim_names: Sequence[str] = (), symbol_names: Sequence[
     if not cursor.at_end():
         raise cursor.error(f"unexpected {cursor.found()} after affine expression")
     return expr
-

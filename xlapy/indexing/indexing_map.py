@@ -14,6 +14,7 @@ from xlapy.indexing import affine
 from xlapy.indexing.interval import Interval
 from xlapy.syntax import Cursor
 
+
 @dataclass(frozen=True)
 class Variable:
     """A dimension, range or runtime variable: inclusive bounds and an
@@ -366,9 +367,7 @@ class IndexingMap:
         dims = [affine.dim(i) for i in range(self.num_dims)]
         results = [affine.replace(e, dims, new_symbols) for e in self.results]
         constraints = [
-            (affine.replace(e, dims, new_symbols), b)
-            for e, b in self.constraints.items()
-            if _symbols_of(e) <= used
+            (affine.replace(e, dims, new_symbols), b) for e, b in self.constraints.items() if _symbols_of(e) <= used
         ]
         n_range = len(self.range_vars)
         return IndexingMap.from_exprs(
@@ -523,5 +522,3 @@ def _interval(cursor: Cursor) -> Interval:
 def _expect_end(cursor: Cursor) -> None:
     if not cursor.at_end():
         raise cursor.error(f"unexpected {cursor.found()} after the indexing map")
-
-
