@@ -8,6 +8,7 @@ import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap, AffineSymExpr
 
 from xlapy.indexing import affine
@@ -291,9 +292,47 @@ class IndexingMap:
             if all(b.contains(affine.evaluate(e, dims, symbols)) for e, b in self.constraints.items()):
                 yield dims, symbols
 
+    def domain_arrays(self, max_points: int = 1 << 26) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """The domain as flat numpy arrays, one per dimension and per symbol
+        (every point of the box that meets the constraints)."""
+        if self.affine_map is None:
+            raise ValueError("an undefined indexing map has no domain")
+        variables = self.dim_vars + self.symbol_vars
+        if self._known_empty:
+            return [np.zeros(0, np.int64) for _ in variables[: self.num_dims]], [
+                np.zeros(0, np.int64) for _ in variables[self.num_dims :]
+            ]
+        count = 1
+        for v in variables:
+            count *= v.bounds.size()
+        if count > max_points:
+            raise ValueError(f"the domain has {count} points, more than {max_points} to enumerate")
+        axes = [np.arange(v.bounds.lower, v.bounds.upper + 1, dtype=np.int64) for v in variables]
+        grids = [g.ravel() for g in np.meshgrid(*axes, indexing="ij")] if axes else []
+        values = grids[: self.num_dims], grids[self.num_dims :]
+        if self.constraints and grids:
+            keep = np.ones(grids[0].shape, bool)
+            for expr, bounds in self.constraints.items():
+                value = affine.evaluate(expr, *values) + np.zeros_like(keep, np.int64)
+                keep &= (value >= bounds.lower) & (value <= bounds.upper)
+            values = [g[keep] for g in values[0]], [g[keep] for g in values[1]]
+        return list(values[0]), list(values[1])
+
+    def evaluate_arrays(self, dims: Sequence[np.ndarray], symbols: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """The results at many points at once (numpy arrays of equal length)."""
+        length = len(dims[0]) if dims else len(symbols[0]) if symbols else 1
+        return [affine.evaluate(e, dims, symbols) + np.zeros(length, np.int64) for e in self.results]
+
     def touched_elements(self) -> set[tuple[int, ...]]:
         """The exact set of indices the map produces over its domain."""
-        return {self.evaluate(dims, symbols) for dims, symbols in self.domain()}
+        dims, symbols = self.domain_arrays()
+        variables = dims + symbols
+        points = len(variables[0]) if variables else int(not self._known_empty)
+        if not points:
+            return set()
+        if not variables:
+            return {self.evaluate((), ())}
+        return set(zip(*(r.tolist() for r in self.evaluate_arrays(dims, symbols)))) if self.results else {()}
 
     def touched_ranges(self) -> list[Interval]:
         """For each result, an interval holding every index it takes over the
@@ -459,24 +498,24 @@ def _parse(cursor: Cursor) -> IndexingMap:
         cursor.expect(",", "before 'domain:'")
         cursor.expect("domain", "after the results")
         cursor.expect(":", "after 'domain'")
+        more = True
         for name in all_names:
+            cursor.skip_space()
             at = cursor.pos
-            ident = cursor.ident()
-            if ident != name:
-                cursor.skip_space()
-                raise cursor.error(f"expected the bounds of '{name}', got {cursor.found()}", at if ident else None)
+            if cursor.ident() != name:
+                raise cursor.error(f"expected the bounds of '{name}', got {cursor.found()}", at)
             cursor.pos += len(name)
             cursor.expect("in", f"after '{name}'")
             bounds[name] = _interval(cursor)
-            if not cursor.eat(","):
+            more = cursor.eat(",")
+            if not more:
                 break
-        else:
-            while not cursor.at_end() and not cursor.peek("is_simplified"):
-                expr = parser.parse()
-                cursor.expect("in", "after a constraint expression")
-                constraints.append((expr, _interval(cursor)))
-                if not cursor.eat(","):
-                    break
+        # After a comma come constraints, then perhaps XLA's older is_simplified flag.
+        while more and not cursor.peek("is_simplified"):
+            expr = parser.parse()
+            cursor.expect("in", "after a constraint expression")
+            constraints.append((expr, _interval(cursor)))
+            more = cursor.eat(",")
         missing = [n for n in all_names if n not in bounds]
         if missing:
             raise cursor.error(f"expected ',' and the bounds of '{missing[0]}', got {cursor.found()}")

@@ -380,7 +380,11 @@ def _simplify_once(indexing_map: IndexingMap) -> IndexingMap:
             return IndexingMap.known_empty(indexing_map.num_dims, indexing_map.num_symbols)
         constraints.append((expr, bounds))
     narrowed_map = IndexingMap(
-        indexing_map.affine_map, indexing_map.dim_vars, indexing_map.range_vars, indexing_map.rt_vars, constraints
+        indexing_map.affine_map,
+        indexing_map.dim_vars,
+        indexing_map.range_vars,
+        indexing_map.rt_vars,
+        _merge_mod_constraints(indexing_map, constraints),
     )
     if narrowed_map.is_known_empty():
         return narrowed_map
@@ -389,3 +393,30 @@ def _simplify_once(indexing_map: IndexingMap) -> IndexingMap:
     return IndexingMap.from_exprs(
         results, narrowed_map.dim_vars, narrowed_map.range_vars, narrowed_map.rt_vars, narrowed_map.constraints
     )
+
+
+def _merge_mod_constraints(
+    indexing_map: IndexingMap, constraints: list[tuple[AffineExpr, Interval]]
+) -> list[tuple[AffineExpr, Interval]]:
+    """``x mod a in [r, r]`` and ``x mod b in [r, r]`` become ``x mod lcm(a, b)
+    in [r, r]``; on a variable, such a constraint also moves its bounds to
+    the first and last values that meet it."""
+    merged: dict[tuple[AffineExpr, int], int] = {}
+    others = []
+    for expr, bounds in constraints:
+        modulus = binary_rhs_constant(expr, MOD)
+        if modulus is not None and modulus > 0 and bounds.is_point() and 0 <= bounds.lower < modulus:
+            key = (expr.lhs, bounds.lower)
+            merged[key] = math.lcm(merged.get(key, 1), modulus)
+        else:
+            others.append((expr, bounds))
+    result = []
+    ranges = RangeEvaluator(indexing_map)
+    for (x, residue), modulus in merged.items():
+        result.append((affine.mod(x, modulus), Interval(residue, residue)))
+        if isinstance(x, (AffineDimExpr, AffineSymExpr)):
+            current = ranges.range(x)
+            lower = current.lower + (residue - current.lower) % modulus
+            upper = current.upper - (current.upper - residue) % modulus
+            result.append((x, Interval(lower, upper)))
+    return result + others
