@@ -106,6 +106,34 @@ def _run(args: argparse.Namespace) -> None:
             raise XlapyError(f"cannot write {args.output}: {e.strerror}") from None
 
 
+def _indexing(args: argparse.Namespace) -> None:
+    from xlapy.indexing import input_to_output_indexing, output_to_input_indexing
+
+    module = _read_module(args.file)
+    if args.instruction is None:
+        instr = module.entry.root
+    else:
+        found = [i for c in module.computations for i in c.instructions if i.name == args.instruction]
+        if not found:
+            raise XlapyError(f"{args.file}: no instruction named '{args.instruction}'")
+        instr = found[0]
+    blocks = []
+    if args.input_to_output:
+        if not 0 <= args.input_to_output_id < len(instr.operands):
+            raise XlapyError(f"{instr.name} has {len(instr.operands)} operands, no operand {args.input_to_output_id}")
+        for output, maps in enumerate(input_to_output_indexing(instr, args.input_to_output_id)):
+            blocks.append(_indexing_block(f"output id = {output}", maps))
+    else:
+        for operand, maps in enumerate(output_to_input_indexing(instr, args.output_id)):
+            blocks.append(_indexing_block(f"operand id = {operand} ({instr.operands[operand].name})", maps))
+    sys.stdout.write("\n".join(blocks))
+
+
+def _indexing_block(title: str, maps) -> str:
+    texts = sorted("unknown indexing" if m.is_undefined() else str(m) for m in maps)
+    return title + "\n" + "".join(f"{t}\n" for t in texts)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="xlapy", description="An XLA-style tensor compiler in Python.")
     parser.add_argument("--version", action="version", version=f"xlapy {__version__}")
@@ -137,6 +165,22 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--output", metavar="Y.npz", help="save the outputs as out0, out1, ...")
     run.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     run.set_defaults(run=_run)
+
+    indexing = commands.add_parser(
+        "indexing", help="print the indexing maps of an instruction",
+        description="Print the indexing maps of one instruction (default: the entry root; for a fusion, the maps "
+        "composed through its computation) in XLA's syntax, one block per operand (or per output with "
+        "--input-to-output).",
+    )
+    indexing.add_argument("file", metavar="FILE.hlo", help="HLO text, as XLA and JAX print it")
+    indexing.add_argument("--instruction", metavar="NAME", help="the instruction (default: the entry root)")
+    indexing.add_argument("--input-to-output", action="store_true",
+                          help="maps from an operand's indices to the outputs' (default: output to operands)")
+    indexing.add_argument("--operand", dest="input_to_output_id", type=int, default=0, metavar="N",
+                          help="with --input-to-output: the operand (default 0)")
+    indexing.add_argument("--output-id", dest="output_id", type=int, default=0, metavar="N",
+                          help="the output of a multi-output instruction (default 0)")
+    indexing.set_defaults(run=_indexing)
     return parser
 
 

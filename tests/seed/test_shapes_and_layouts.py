@@ -72,13 +72,16 @@ def test_a7_default_layout_is_major_to_minor():
     assert [linear_index(parse_shape("f32[2,3]"), (1, c)) for c in range(3)] == [3, 4, 5]
 
 
-@pytest.mark.parametrize(("text", "space", "printed"), [
-    ("f32[4]{0}", 0, "f32[4]{0}"),
-    ("f32[4]{0:S(0)}", 0, "f32[4]{0}"),  # S(0), the default, is omitted as XLA does
-    ("f32[4]{0:S(1)}", 1, "f32[4]{0:S(1)}"),
-    ("f32[4]{0:S(2)}", 2, "f32[4]{0:S(2)}"),
-    ("f32[4]{0:S(5)}", 5, "f32[4]{0:S(5)}"),
-])
+@pytest.mark.parametrize(
+    ("text", "space", "printed"),
+    [
+        ("f32[4]{0}", 0, "f32[4]{0}"),
+        ("f32[4]{0:S(0)}", 0, "f32[4]{0}"),  # S(0), the default, is omitted as XLA does
+        ("f32[4]{0:S(1)}", 1, "f32[4]{0:S(1)}"),
+        ("f32[4]{0:S(2)}", 2, "f32[4]{0:S(2)}"),
+        ("f32[4]{0:S(5)}", 5, "f32[4]{0:S(5)}"),
+    ],
+)
 def test_a8_memory_space(text, space, printed):
     shape = parse_shape(text)
     assert shape.layout.memory_space == space

@@ -120,7 +120,10 @@ class IndexingMap:
 
     @staticmethod
     def known_empty(num_dims: int = 0, num_symbols: int = 0) -> IndexingMap:
-        return IndexingMap(AffineMap(num_dims, num_symbols, ()), (), known_empty=True)
+        nothing = Variable(Interval(0, -1))
+        return IndexingMap(
+            AffineMap(num_dims, num_symbols, ()), [nothing] * num_dims, [nothing] * num_symbols, known_empty=True
+        )
 
     def _add_constraint(self, expr: AffineExpr, bounds: Interval) -> None:
         """Adds ``expr in bounds``; a constraint on one variable narrows its

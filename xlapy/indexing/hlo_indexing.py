@@ -1,0 +1,101 @@
+"""Indexing maps of HLO instructions: the per-op rules for single ops, and for
+fusions the composition of those rules through the fused computation
+(SPEC.md §3.4)."""
+
+from __future__ import annotations
+
+from xlapy.hlo.ir import HloComputation, HloInstruction
+from xlapy.indexing.indexing_map import IndexingMap
+from xlapy.indexing.ops import op_input_to_output, op_output_to_input
+
+
+def _result_shapes(instr: HloInstruction) -> list:
+    return list(instr.shape.tuple_shapes) or [instr.shape]
+
+
+def output_to_input_indexing(instr: HloInstruction, output_id: int = 0) -> list[set[IndexingMap]]:
+    """For each operand of ``instr``, the maps from the indices of output
+    ``output_id`` to the indices of that operand that are read to compute
+    them. A fusion's maps are composed through its fused computation and
+    simplified; equal maps appear once."""
+    if instr.opcode == "fusion":
+        return fusion_output_to_input(instr, output_id)
+    return op_output_to_input(instr, output_id)
+
+
+def input_to_output_indexing(instr: HloInstruction, input_id: int) -> list[set[IndexingMap]]:
+    """For each output of ``instr``, the maps from the indices of operand
+    ``input_id`` to the output indices it contributes to."""
+    if instr.opcode == "fusion":
+        return fusion_input_to_output(instr, input_id)
+    return op_input_to_output(instr, input_id)
+
+
+def fusion_roots(computation: HloComputation) -> list[HloInstruction]:
+    """The instructions whose values a fusion returns: the root, or the
+    operands of a root tuple (a multi-output fusion)."""
+    root = computation.root
+    return list(root.operands) if root.opcode == "tuple" else [root]
+
+
+def grouped_output_to_input(
+    computation: HloComputation, target: HloInstruction
+) -> dict[HloInstruction, set[IndexingMap]]:
+    """For every instruction of ``computation`` that ``target`` reads (directly
+    or not), the distinct maps from ``target``'s indices to its indices.
+
+    Users come before their operands in reverse post order, so when an
+    instruction is reached every way its value is read is known; each is
+    composed with the instruction's own maps, simplified, and added to its
+    operands' sets."""
+    shape = _result_shapes(target)[0]
+    grouped: dict[HloInstruction, set[IndexingMap]] = {target: {IndexingMap.identity(shape.dimensions)}}
+    order = computation.post_order()
+    for instr in reversed(order[: order.index(target) + 1]):
+        consumer_maps = grouped.get(instr)
+        if consumer_maps is None or instr.opcode == "parameter":
+            continue
+        operand_maps = output_to_input_indexing(instr, 0)
+        for operand, producer_maps in zip(instr.operands, operand_maps):
+            into = grouped.setdefault(operand, set())
+            for consumer in consumer_maps:
+                for producer in producer_maps:
+                    into.add(consumer.compose(producer).simplify().remove_unused_symbols())
+    return grouped
+
+
+def fusion_output_to_input(fusion: HloInstruction, output_id: int = 0) -> list[set[IndexingMap]]:
+    computation = fusion.fused_computation
+    grouped = grouped_output_to_input(computation, fusion_roots(computation)[output_id])
+    return [grouped.get(parameter, set()) for parameter in computation.parameters]
+
+
+def fusion_input_to_output(fusion: HloInstruction, input_id: int) -> list[set[IndexingMap]]:
+    """Follows every use chain from parameter ``input_id`` to the roots,
+    composing the input-to-output maps of each op on the way."""
+    computation = fusion.fused_computation
+    parameter = computation.parameter(input_id)
+    # Maps from the parameter's indices to each (instruction, output index).
+    reached: dict[tuple[HloInstruction, int], set[IndexingMap]] = {
+        (parameter, 0): {IndexingMap.identity(parameter.shape.dimensions)}
+    }
+    for instr in computation.post_order():
+        if instr.opcode == "parameter":
+            continue
+        if instr.opcode == "get-tuple-element":
+            maps = reached.get((instr.operands[0], instr.attr("index")))
+            if maps:
+                reached[(instr, 0)] = maps
+            continue
+        if instr.opcode == "tuple" and instr is computation.root:
+            continue
+        for operand_index, operand in enumerate(instr.operands):
+            maps = reached.get((operand, 0))
+            if not maps:
+                continue
+            for output_index, step_maps in enumerate(input_to_output_indexing(instr, operand_index)):
+                into = reached.setdefault((instr, output_index), set())
+                for first in maps:
+                    for step in step_maps:
+                        into.add(first.compose(step).simplify().remove_unused_symbols())
+    return [reached.get((root, 0), set()) for root in fusion_roots(computation)]
