@@ -569,7 +569,10 @@ def test_canonical_scatter_maps():
         op_input_to_output(instr, 2)[0],
         "(d0, d1, d2){rt0} -> (d1 + rt0, d2), domain: d0 in [0, 2], d1 in [0, 1], d2 in [0, 4], rt0 in [0, 4]",
     )
-    check(op_input_to_output(instr, 1)[0], "()[s0, s1] -> (s0, s1), domain: s0 in [0, 5], s1 in [0, 4]")
+    check(
+        op_input_to_output(instr, 1)[0],
+        "(d0, d1)[s0, s1] -> (s0, s1), domain: d0 in [0, 2], d1 in [0, 0], s0 in [0, 5], s1 in [0, 4]",
+    )
 
 
 def test_bitcast_convert_to_a_narrower_type_adds_a_minor_dimension():

@@ -31,31 +31,36 @@ def input_to_output_indexing(instr: HloInstruction, input_id: int) -> list[set[I
     return op_input_to_output(instr, input_id)
 
 
-def fusion_roots(computation: HloComputation) -> list[HloInstruction]:
-    """The instructions whose values a fusion returns: the root, or the
-    operands of a root tuple (a multi-output fusion)."""
+def fusion_outputs(computation: HloComputation) -> list[tuple[HloInstruction, int]]:
+    """What a fusion returns, as (instruction, output index) pairs: the
+    operands of a root tuple (a multi-output fusion), or each output of the
+    root (one unless the root itself returns a tuple, like a variadic
+    reduce)."""
     root = computation.root
-    return list(root.operands) if root.opcode == "tuple" else [root]
+    if root.opcode == "tuple":
+        return [(operand, 0) for operand in root.operands]
+    return [(root, k) for k in range(len(_result_shapes(root)))]
 
 
 def grouped_output_to_input(
-    computation: HloComputation, target: HloInstruction
+    computation: HloComputation, target: HloInstruction, output_id: int = 0
 ) -> dict[HloInstruction, set[IndexingMap]]:
-    """For every instruction of ``computation`` that ``target`` reads (directly
-    or not), the distinct maps from ``target``'s indices to its indices.
+    """For every instruction of ``computation`` that output ``output_id`` of
+    ``target`` reads (directly or not), the distinct maps from the target's
+    indices to its indices.
 
     Users come before their operands in reverse post order, so when an
     instruction is reached every way its value is read is known; each is
     composed with the instruction's own maps, simplified, and added to its
     operands' sets."""
-    shape = _result_shapes(target)[0]
+    shape = _result_shapes(target)[output_id]
     grouped: dict[HloInstruction, set[IndexingMap]] = {target: {IndexingMap.identity(shape.dimensions)}}
     order = computation.post_order()
     for instr in reversed(order[: order.index(target) + 1]):
         consumer_maps = grouped.get(instr)
         if consumer_maps is None or instr.opcode == "parameter":
             continue
-        operand_maps = output_to_input_indexing(instr, 0)
+        operand_maps = output_to_input_indexing(instr, output_id if instr is target else 0)
         for operand, producer_maps in zip(instr.operands, operand_maps):
             into = grouped.setdefault(operand, set())
             for consumer in consumer_maps:
@@ -66,12 +71,13 @@ def grouped_output_to_input(
 
 def fusion_output_to_input(fusion: HloInstruction, output_id: int = 0) -> list[set[IndexingMap]]:
     computation = fusion.fused_computation
-    grouped = grouped_output_to_input(computation, fusion_roots(computation)[output_id])
+    target, target_output = fusion_outputs(computation)[output_id]
+    grouped = grouped_output_to_input(computation, target, target_output)
     return [grouped.get(parameter, set()) for parameter in computation.parameters]
 
 
 def fusion_input_to_output(fusion: HloInstruction, input_id: int) -> list[set[IndexingMap]]:
-    """Follows every use chain from parameter ``input_id`` to the roots,
+    """Follows every use chain from parameter ``input_id`` to the outputs,
     composing the input-to-output maps of each op on the way."""
     computation = fusion.fused_computation
     parameter = computation.parameter(input_id)
@@ -80,14 +86,12 @@ def fusion_input_to_output(fusion: HloInstruction, input_id: int) -> list[set[In
         (parameter, 0): {IndexingMap.identity(parameter.shape.dimensions)}
     }
     for instr in computation.post_order():
-        if instr.opcode == "parameter":
+        if instr.opcode == "parameter" or (instr.opcode == "tuple" and instr is computation.root):
             continue
         if instr.opcode == "get-tuple-element":
             maps = reached.get((instr.operands[0], instr.attr("index")))
             if maps:
                 reached[(instr, 0)] = maps
-            continue
-        if instr.opcode == "tuple" and instr is computation.root:
             continue
         for operand_index, operand in enumerate(instr.operands):
             maps = reached.get((operand, 0))
@@ -98,4 +102,4 @@ def fusion_input_to_output(fusion: HloInstruction, input_id: int) -> list[set[In
                 for first in maps:
                     for step in step_maps:
                         into.add(first.compose(step).simplify().remove_unused_symbols())
-    return [reached.get((root, 0), set()) for root in fusion_roots(computation)]
+    return [reached.get(output, set()) for output in fusion_outputs(computation)]

@@ -11,12 +11,13 @@ from __future__ import annotations
 from xlapy.hlo import HloInstruction
 from xlapy.indexing.indexing_map import IndexingMap
 from xlapy.indexing.ops import dynamic, elementwise, movement, reduction  # noqa: F401 - they fill the tables
-from xlapy.indexing.ops.common import result_shapes, undefined
+from xlapy.indexing.ops.common import MalformedOp, result_shapes, undefined
 from xlapy.indexing.ops.registry import INPUT_TO_OUTPUT, OUTPUT_TO_INPUT
 
-# What a rule may raise on an instruction it cannot describe (a malformed or
-# unexpected attribute, a missing operand, a size that does not add up).
-_UNDESCRIBABLE = (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, AttributeError)
+# What a rule raises on an instruction it cannot describe (a malformed or
+# unexpected attribute, a size that does not add up). Anything else is a bug
+# and propagates.
+_UNDESCRIBABLE = MalformedOp
 
 
 def op_output_to_input(instr: HloInstruction, output_id: int = 0) -> list[set[IndexingMap]]:

@@ -72,10 +72,10 @@ def scalar_map(sizes: Sequence[int]) -> IndexingMap:
     return IndexingMap.from_tensor_sizes([], sizes)
 
 
-def broadcast_from_scalar(sizes: Sequence[int]) -> IndexingMap:
-    """From the one element of a scalar to every index of a tensor of ``sizes``:
-    ``()[s0, s1, ...] -> (s0, s1, ...)``."""
-    return IndexingMap.from_exprs([affine.sym(i) for i in range(len(sizes))], [], dim_vars(sizes))
+def broadcast_from_scalar(sizes: Sequence[int], source: Sequence[int] = ()) -> IndexingMap:
+    """From any element of a tensor of ``source`` sizes (a scalar by default)
+    to every index of a tensor of ``sizes``: ``(d...)[s0, s1, ...] -> (s0, s1, ...)``."""
+    return IndexingMap.from_exprs([affine.sym(i) for i in range(len(sizes))], dim_vars(source), dim_vars(sizes))
 
 
 def permutation_map(permutation: Sequence[int], sizes: Sequence[int]) -> IndexingMap:

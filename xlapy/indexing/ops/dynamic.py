@@ -280,7 +280,8 @@ def _scatter_input_to_output(instr: HloInstruction, input_id: int) -> list[set[I
     if input_id < count:
         return [{identity(output)} for _ in range(count)]
     if input_id == count:
-        return [{broadcast_from_scalar(output)} for _ in range(count)]
+        indices = dims(instr.operand(count).shape)
+        return [{broadcast_from_scalar(output, indices)} for _ in range(count)]
     _, index_vector = canonical
     window = _scatter_window(instr)
     rt = RuntimeVars()
