@@ -68,14 +68,10 @@ class Interval:
         affine maps) for every ``x`` of the interval."""
         if modulus == 0:
             return Interval(0, 0)
-        if modulus > 0:
-            if self.lower // modulus == self.upper // modulus:
-                return Interval(self.lower % modulus, self.upper % modulus)
-            return Interval(0, modulus - 1)
         if self.lower // modulus == self.upper // modulus:
-            return Interval(self.upper % modulus, self.lower % modulus)
-        return Interval(modulus + 1, 0)
-
+            # One period: x mod m = x - m * q grows with x.
+            return Interval(self.lower % modulus, self.upper % modulus)
+        return Interval(0, modulus - 1) if modulus > 0 else Interval(modulus + 1, 0)
 
 def _as_interval(value: Interval | int) -> Interval:
     return value if isinstance(value, Interval) else Interval(value, value)
