@@ -7,10 +7,9 @@ parser and printer (through jaxlib), on a generated module of N instructions.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 from jaxlib import _hlo
+from timing import best_and_median
 
 from xlapy.hlo import parse_module
 
@@ -40,15 +39,6 @@ def generate(instructions: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def best(fn, repeat: int) -> tuple[float, float]:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times), statistics.median(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instructions", type=int, default=50_000)
@@ -58,9 +48,9 @@ def main() -> None:
     module = parse_module(text)
     xla_module = _hlo.hlo_module_from_text(text)
     rows = [
-        ("parse", best(lambda: parse_module(text), args.repeat),
-         best(lambda: _hlo.hlo_module_from_text(text), args.repeat)),
-        ("print", best(module.to_text, args.repeat), best(xla_module.to_string, args.repeat)),
+        ("parse", best_and_median(lambda: parse_module(text), args.repeat),
+         best_and_median(lambda: _hlo.hlo_module_from_text(text), args.repeat)),
+        ("print", best_and_median(module.to_text, args.repeat), best_and_median(xla_module.to_string, args.repeat)),
     ]
     size_mb = len(text) / 1e6
     print(f"module: {args.instructions} instructions, {size_mb:.1f} MB of text; best of {args.repeat}")

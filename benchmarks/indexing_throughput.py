@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
-import time
+
+from timing import best_and_median
 
 from xlapy import parse_hlo
 from xlapy.indexing import IndexingMap, input_to_output_indexing, output_to_input_indexing
@@ -95,15 +95,6 @@ def fusion_module(instructions: int) -> str:
             "}",
         ]
     )
-
-
-def best_and_median(fn, repeat: int) -> tuple[float, float]:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times), statistics.median(times)
 
 
 def main() -> None:

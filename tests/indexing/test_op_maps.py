@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import xlapy
+from tests.indexing.text import squeeze
 from xlapy.indexing import IndexingMap
 from xlapy.indexing.ops import op_input_to_output, op_output_to_input
 
@@ -66,10 +67,6 @@ def module(body: str):
 
 def root(body: str):
     return module(body).entry.root
-
-
-def squeeze(text: str) -> str:
-    return "".join(text.split())
 
 
 def printed(maps: set) -> str:

@@ -4,12 +4,9 @@ compared with the SPEC's text modulo whitespace."""
 
 import pytest
 
+from tests.indexing.text import squeeze
 from xlapy import parse_hlo
 from xlapy.indexing import IndexingMap, output_to_input_indexing
-
-
-def squash(text: str) -> str:
-    return "".join(text.split())
 
 
 def entry_root(text: str):
@@ -59,9 +56,9 @@ ENTRY e {
 
 def test_a60_one_input_several_maps():
     (maps,) = output_to_input_indexing(entry_root(FUSION_A60))
-    assert {squash(str(m)) for m in maps} == {
-        squash("(d0, d1) -> (d0, d1), domain: d0 in [0, 999], d1 in [0, 999]"),
-        squash("(d0, d1) -> (d1, d0), domain: d0 in [0, 999], d1 in [0, 999]"),
+    assert {squeeze(str(m)) for m in maps} == {
+        squeeze("(d0, d1) -> (d0, d1), domain: d0 in [0, 999], d1 in [0, 999]"),
+        squeeze("(d0, d1) -> (d1, d0), domain: d0 in [0, 999], d1 in [0, 999]"),
     }
 
 
@@ -84,8 +81,8 @@ ENTRY e {
 
 def test_a61_deduplicated_maps():
     (maps,) = output_to_input_indexing(entry_root(FUSION_A61))
-    assert [squash(str(m)) for m in maps] == [
-        squash("(d0, d1, d2) -> (d2, d0, d1), domain: d0 in [0, 9], d1 in [0, 49], d2 in [0, 19]")
+    assert [squeeze(str(m)) for m in maps] == [
+        squeeze("(d0, d1, d2) -> (d2, d0, d1), domain: d0 in [0, 9], d1 in [0, 49], d2 in [0, 19]")
     ]
 
 
@@ -113,14 +110,14 @@ ENTRY e {
 def test_a62_softmax():
     # The SPEC shows softmax only as a figure; this is the usual exp(x - max) / sum(exp(x - max)).
     (maps,) = output_to_input_indexing(entry_root(SOFTMAX))
-    assert {squash(str(m)) for m in maps} == {
-        squash("""(d0, d1, d2)[s0] -> (d0, d1, s0),
+    assert {squeeze(str(m)) for m in maps} == {
+        squeeze("""(d0, d1, d2)[s0] -> (d0, d1, s0),
 domain:
 d0 in [0, 1],
 d1 in [0, 64],
 d2 in [0, 124],
 s0 in [0, 124]"""),
-        squash("""(d0, d1, d2) -> (d0, d1, d2),
+        squeeze("""(d0, d1, d2) -> (d0, d1, d2),
 domain:
 d0 in [0, 1],
 d1 in [0, 64],

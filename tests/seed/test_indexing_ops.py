@@ -12,6 +12,7 @@ Source typos, fixed here and nowhere else:
 import pytest
 
 import xlapy
+from tests.indexing.text import squeeze
 from xlapy.indexing.ops import op_input_to_output, op_output_to_input
 
 REDUCERS = """
@@ -38,10 +39,6 @@ def root(body: str):
     """The root of a module whose entry computation is ``body``."""
     module = xlapy.parse_hlo(f"HloModule m\n{REDUCERS}\nENTRY e {{\n{body}\n}}\n")
     return module.entry.root
-
-
-def squeeze(text: str) -> str:
-    return "".join(text.split())
 
 
 def only(maps: set) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 
 from xlapy.hlo.ir import HloInstruction
-from xlapy.indexing import affine
 from xlapy.indexing.hlo_indexing import output_to_input_indexing
 from xlapy.indexing.indexing_map import IndexingMap, Variable
 from xlapy.indexing.interval import Interval
@@ -41,9 +40,9 @@ def map_is_coalesced(indexing_map: IndexingMap, output_shape: Shape, input_shape
     window = _window(indexing_map, minor)
     if window is None:
         return True
-    dims, symbols = _box(window)
+    dims, symbols = window.box_arrays()
     following = [d + 1 if i == minor else d for i, d in enumerate(dims)]
-    inside = window_contains(window, dims, symbols) & window_contains(indexing_map, following, symbols)
+    inside = window.contains_arrays(dims, symbols) & indexing_map.contains_arrays(following, symbols)
     if not inside.any():
         return True
     layout = physical_layout(input_shape)
@@ -73,21 +72,3 @@ def _window(indexing_map: IndexingMap, minor: int) -> IndexingMap | None:
     return IndexingMap.from_exprs(
         indexing_map.results, dim_vars, symbol_vars[:n_range], symbol_vars[n_range:], indexing_map.constraints
     )
-
-
-def _box(indexing_map: IndexingMap) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    variables = indexing_map.dim_vars + indexing_map.symbol_vars
-    axes = [np.arange(v.bounds.lower, v.bounds.upper + 1, dtype=np.int64) for v in variables]
-    grids = [g.ravel() for g in np.meshgrid(*axes, indexing="ij")]
-    return grids[: indexing_map.num_dims], grids[indexing_map.num_dims :]
-
-
-def window_contains(indexing_map: IndexingMap, dims: list[np.ndarray], symbols: list[np.ndarray]) -> np.ndarray:
-    """Vectorised ``contains`` over the original bounds and constraints."""
-    keep = np.ones(len((dims + symbols)[0]), bool)
-    for var, values in zip(indexing_map.dim_vars + indexing_map.symbol_vars, dims + symbols):
-        keep &= (values >= var.bounds.lower) & (values <= var.bounds.upper)
-    for expr, bounds in indexing_map.constraints.items():
-        value = affine.evaluate(expr, dims, symbols)
-        keep &= (value >= bounds.lower) & (value <= bounds.upper)
-    return keep

@@ -31,6 +31,13 @@ def input_to_output_indexing(instr: HloInstruction, input_id: int) -> list[set[I
     return op_input_to_output(instr, input_id)
 
 
+def _compose_into(into: set[IndexingMap], firsts: set[IndexingMap], thens: set[IndexingMap]) -> None:
+    """Adds every ``then ∘ first``, simplified and without unused symbols."""
+    for first in firsts:
+        for then in thens:
+            into.add(first.compose(then).simplify().remove_unused_symbols())
+
+
 def fusion_outputs(computation: HloComputation) -> list[tuple[HloInstruction, int]]:
     """What a fusion returns, as (instruction, output index) pairs: the
     operands of a root tuple (a multi-output fusion), or each output of the
@@ -62,10 +69,7 @@ def grouped_output_to_input(
             continue
         operand_maps = output_to_input_indexing(instr, output_id if instr is target else 0)
         for operand, producer_maps in zip(instr.operands, operand_maps):
-            into = grouped.setdefault(operand, set())
-            for consumer in consumer_maps:
-                for producer in producer_maps:
-                    into.add(consumer.compose(producer).simplify().remove_unused_symbols())
+            _compose_into(grouped.setdefault(operand, set()), consumer_maps, producer_maps)
     return grouped
 
 
@@ -98,8 +102,5 @@ def fusion_input_to_output(fusion: HloInstruction, input_id: int) -> list[set[In
             if not maps:
                 continue
             for output_index, step_maps in enumerate(input_to_output_indexing(instr, operand_index)):
-                into = reached.setdefault((instr, output_index), set())
-                for first in maps:
-                    for step in step_maps:
-                        into.add(first.compose(step).simplify().remove_unused_symbols())
+                _compose_into(reached.setdefault((instr, output_index), set()), maps, step_maps)
     return [reached.get(output, set()) for output in fusion_outputs(computation)]

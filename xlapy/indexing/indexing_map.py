@@ -295,16 +295,12 @@ class IndexingMap:
             if all(b.contains(affine.evaluate(e, dims, symbols)) for e, b in self.constraints.items()):
                 yield dims, symbols
 
-    def domain_arrays(self, max_points: int = 1 << 26) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """The domain as flat numpy arrays, one per dimension and per symbol
-        (every point of the box that meets the constraints)."""
+    def box_arrays(self, max_points: int = 1 << 26) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Every point of the variables' bounds (constraints ignored) as flat
+        numpy arrays, one per dimension and per symbol."""
         if self.affine_map is None:
             raise ValueError("an undefined indexing map has no domain")
         variables = self.dim_vars + self.symbol_vars
-        if self._known_empty:
-            return [np.zeros(0, np.int64) for _ in variables[: self.num_dims]], [
-                np.zeros(0, np.int64) for _ in variables[self.num_dims :]
-            ]
         count = 1
         for v in variables:
             count *= v.bounds.size()
@@ -312,14 +308,32 @@ class IndexingMap:
             raise ValueError(f"the domain has {count} points, more than {max_points} to enumerate")
         axes = [np.arange(v.bounds.lower, v.bounds.upper + 1, dtype=np.int64) for v in variables]
         grids = [g.ravel() for g in np.meshgrid(*axes, indexing="ij")] if axes else []
-        values = grids[: self.num_dims], grids[self.num_dims :]
-        if self.constraints and grids:
-            keep = np.ones(grids[0].shape, bool)
-            for expr, bounds in self.constraints.items():
-                value = affine.evaluate(expr, *values) + np.zeros_like(keep, np.int64)
-                keep &= (value >= bounds.lower) & (value <= bounds.upper)
-            values = [g[keep] for g in values[0]], [g[keep] for g in values[1]]
-        return list(values[0]), list(values[1])
+        return grids[: self.num_dims], grids[self.num_dims :]
+
+    def contains_arrays(self, dims: Sequence[np.ndarray], symbols: Sequence[np.ndarray]) -> np.ndarray:
+        """``contains`` at many points at once: a boolean array."""
+        keep = np.full(len([*dims, *symbols][0]), not self._known_empty)
+        for var, values in zip(self.dim_vars + self.symbol_vars, [*dims, *symbols]):
+            keep &= (values >= var.bounds.lower) & (values <= var.bounds.upper)
+        for expr, bounds in self.constraints.items():
+            value = affine.evaluate(expr, dims, symbols)
+            keep &= (value >= bounds.lower) & (value <= bounds.upper)
+        return keep
+
+    def domain_arrays(self, max_points: int = 1 << 26) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """The domain as flat numpy arrays, one per dimension and per symbol
+        (every point of the box that meets the constraints)."""
+        dims, symbols = self.box_arrays(max_points)
+        if self._known_empty or (self.constraints and (dims or symbols)):
+            keep = self.contains_arrays(dims, symbols)
+            dims, symbols = [g[keep] for g in dims], [g[keep] for g in symbols]
+        return dims, symbols
+
+    def point_count(self, dims: Sequence[np.ndarray], symbols: Sequence[np.ndarray]) -> int:
+        """The number of points in arrays from ``domain_arrays`` (a map without
+        variables has one point unless it is known empty)."""
+        variables = [*dims, *symbols]
+        return len(variables[0]) if variables else int(not self._known_empty)
 
     def evaluate_arrays(self, dims: Sequence[np.ndarray], symbols: Sequence[np.ndarray]) -> list[np.ndarray]:
         """The results at many points at once (numpy arrays of equal length)."""
@@ -329,11 +343,9 @@ class IndexingMap:
     def touched_elements(self) -> set[tuple[int, ...]]:
         """The exact set of indices the map produces over its domain."""
         dims, symbols = self.domain_arrays()
-        variables = dims + symbols
-        points = len(variables[0]) if variables else int(not self._known_empty)
-        if not points:
+        if not self.point_count(dims, symbols):
             return set()
-        if not variables:
+        if not (dims or symbols):
             return {self.evaluate((), ())}
         return set(zip(*(r.tolist() for r in self.evaluate_arrays(dims, symbols)))) if self.results else {()}
 

@@ -73,5 +73,6 @@ class Interval:
             return Interval(self.lower % modulus, self.upper % modulus)
         return Interval(0, modulus - 1) if modulus > 0 else Interval(modulus + 1, 0)
 
+
 def _as_interval(value: Interval | int) -> Interval:
     return value if isinstance(value, Interval) else Interval(value, value)

@@ -352,14 +352,10 @@ def simplify_map(indexing_map: IndexingMap) -> IndexingMap:
     current = indexing_map
     for _ in range(16):
         simplified = _simplify_once(current)
-        if simplified.is_known_empty() or _same_with_names(simplified, current):
+        if simplified.is_known_empty() or simplified == current:
             return simplified
         current = simplified
     return current
-
-
-def _same_with_names(a: IndexingMap, b: IndexingMap) -> bool:
-    return a == b and a.constraints == b.constraints
 
 
 def _simplify_once(indexing_map: IndexingMap) -> IndexingMap:

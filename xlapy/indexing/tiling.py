@@ -63,11 +63,9 @@ def propagate_tile(instr: HloInstruction, tile: Tile, output_id: int = 0) -> lis
 
 def operand_tile(composed: IndexingMap) -> OperandTile:
     dims, symbols = composed.domain_arrays()
-    variables = dims + symbols
-    points = len(variables[0]) if variables else int(not composed.is_known_empty())
-    if not points or not composed.results:
+    if not composed.point_count(dims, symbols) or not composed.results:
         return OperandTile(Tile((), (), ()), True, composed)
-    if variables:
+    if dims or symbols:
         indices = composed.evaluate_arrays(dims, symbols)
     else:
         indices = [np.array([v]) for v in composed.evaluate((), ())]

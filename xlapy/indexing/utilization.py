@@ -49,8 +49,7 @@ def _utilization(index: int, dimensions: tuple[int, ...], maps: set[IndexingMap]
             return OperandUtilization(index, total, total, exact=False)
         exact &= not indexing_map.rt_vars
         dims, symbols = indexing_map.domain_arrays()
-        points = len((dims + symbols)[0]) if dims or symbols else int(not indexing_map.is_known_empty())
-        if not points:
+        if not indexing_map.point_count(dims, symbols):
             continue
         if not dimensions:
             read[0] = True
