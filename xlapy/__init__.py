@@ -4,10 +4,11 @@ from xlapy.errors import ParseError, UnimplementedError, VerifyError, XlapyError
 from xlapy.hlo import HloComputation, HloInstruction, HloModule, verify
 from xlapy.hlo import parse_module as parse_hlo
 from xlapy.interpreter import evaluate
+from xlapy.runtime import Executable, compile
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "HloComputation", "HloInstruction", "HloModule", "ParseError", "UnimplementedError", "VerifyError",
-    "XlapyError", "__version__", "evaluate", "parse_hlo", "verify",
+    "Executable", "HloComputation", "HloInstruction", "HloModule", "ParseError", "UnimplementedError", "VerifyError",
+    "XlapyError", "__version__", "compile", "evaluate", "parse_hlo", "verify",
 ]

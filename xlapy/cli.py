@@ -95,15 +95,56 @@ def _run(args: argparse.Namespace) -> None:
 
     module = _read_module(args.file)
     inputs = _load_inputs(args.inputs, module) if args.inputs else make_fake_arguments(module, args.seed)
-    result = evaluate(module, *inputs)
+    if args.dump_pass_re is not None and args.dump_to is None:
+        raise XlapyError("--dump-pass-re needs --dump-to DIR")
+    if args.backend == "interpreter":
+        if args.dump_to or args.compare:
+            raise XlapyError("--dump-to and --compare need --backend cpu")
+        run = lambda: evaluate(module, *inputs)  # noqa: E731
+    else:
+        from xlapy.runtime import compile
+
+        executable = compile(module, backend=args.backend, dump_to=args.dump_to, dump_pass_re=args.dump_pass_re)
+        run = lambda: executable(*inputs)  # noqa: E731
+    result = run()
     outputs = list(_leaves(result))
     for label, array in outputs:
         print(_summary(f"{module.entry.root.name}{label}", array))
+    if args.compare:
+        _compare(module, inputs, outputs)
+    if args.bench:
+        _bench(run, args.repeat, args.backend)
     if args.output:
         try:
             np.savez(args.output, **{f"out{i}": np.asarray(a) for i, (_, a) in enumerate(outputs)})
         except OSError as e:
             raise XlapyError(f"cannot write {args.output}: {e.strerror}") from None
+
+
+def _compare(module, inputs, outputs) -> None:
+    from xlapy.interpreter import evaluate
+    from xlapy.runtime.ulps import max_ulp_difference
+
+    expected = list(_leaves(evaluate(module, *inputs)))
+    for (label, actual), (_, reference) in zip(outputs, expected):
+        ulps = max_ulp_difference(actual, reference)
+        shown = "NaN mismatch" if ulps == (1 << 63) - 1 else f"{ulps} ulp"
+        print(f"compare {module.entry.root.name}{label} with the interpreter: max error {shown}")
+
+
+def _bench(run, repeat: int, backend: str) -> None:
+    import statistics
+    import time
+
+    if repeat < 1:
+        raise XlapyError("--repeat must be at least 1")
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    print(f"bench ({backend}): median {statistics.median(times) * 1e3:.3f} ms, "
+          f"best {min(times) * 1e3:.3f} ms over {repeat} runs")
 
 
 def _indexing(args: argparse.Namespace) -> None:
@@ -159,11 +200,18 @@ def build_parser() -> argparse.ArgumentParser:
         "values and checksums.",
     )
     run.add_argument("file", metavar="FILE.hlo", help="HLO text, as XLA and JAX print it")
-    run.add_argument("--backend", choices=["interpreter"], default="interpreter",
-                     help="where to run it (default: the reference interpreter)")
+    run.add_argument("--backend", choices=["cpu", "interpreter"], default="cpu",
+                     help="compile for the CPU (default) or run the reference interpreter")
     run.add_argument("--inputs", metavar="X.npz", help="arguments, named after the parameters or arg0, arg1, ...")
     run.add_argument("--output", metavar="Y.npz", help="save the outputs as out0, out1, ...")
     run.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    run.add_argument("--compare", action="store_true",
+                     help="also run the interpreter and print each output's max error in ulps")
+    run.add_argument("--bench", action="store_true", help="time repeated runs and print the median")
+    run.add_argument("--repeat", type=int, default=20, metavar="N", help="runs timed by --bench (default 20)")
+    run.add_argument("--dump-to", metavar="DIR", help="write the MLIR after each codegen pass into DIR")
+    run.add_argument("--dump-pass-re", metavar="RE",
+                     help="with --dump-to: only the passes whose name matches RE (e.g. fusion-emitter)")
     run.set_defaults(run=_run)
 
     indexing = commands.add_parser(

@@ -136,6 +136,45 @@ def add(lhs: AffineExpr | int, rhs: AffineExpr | int) -> AffineExpr:
     return AffineBinaryOpExpr(ADD, lhs, rhs)
 
 
+_KIND_ORDER = {ADD: 0, MUL: 1, MOD: 2, FLOORDIV: 3, CEILDIV: 4}
+
+
+def _order_key(expr: AffineExpr) -> tuple:
+    """MLIR's order of expression kinds (Add < Mul < Mod < FloorDiv < CeilDiv <
+    Constant < DimId < SymbolId), then the operands' keys."""
+    if isinstance(expr, AffineBinaryOpExpr):
+        return (_KIND_ORDER[expr.kind], _order_key(expr.lhs), _order_key(expr.rhs))
+    if isinstance(expr, AffineConstantExpr):
+        return (5, expr.value)
+    if isinstance(expr, AffineDimExpr):
+        return (6, expr.position)
+    return (7, expr.position)
+
+
+def sort_summands(expr: AffineExpr) -> AffineExpr:
+    """``expr`` with the terms of every sum in today's XLA order: sorted by
+    kind and operands (products before variables), the constant last. The
+    value is unchanged; only the printed order differs from the builders'."""
+    if not isinstance(expr, AffineBinaryOpExpr):
+        return expr
+    if expr.kind is not ADD:
+        return AffineBinaryOpExpr(expr.kind, sort_summands(expr.lhs), sort_summands(expr.rhs))
+    terms: list[AffineExpr] = []
+    pending = [expr]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, AffineBinaryOpExpr) and item.kind is ADD:
+            pending.extend((item.rhs, item.lhs))
+        else:
+            terms.append(sort_summands(item))
+    constants = [t for t in terms if isinstance(t, AffineConstantExpr)]
+    ordered = sorted((t for t in terms if not isinstance(t, AffineConstantExpr)), key=_order_key) + constants
+    result = ordered[0]
+    for term in ordered[1:]:
+        result = AffineBinaryOpExpr(ADD, result, term)
+    return result
+
+
 def _split_factor(expr: AffineExpr) -> tuple[AffineExpr, int]:
     factor = binary_rhs_constant(expr, MUL)
     return (expr.lhs, factor) if factor is not None else (expr, 1)

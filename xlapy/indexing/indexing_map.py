@@ -457,6 +457,14 @@ class IndexingMap:
         renamed._hash = None
         return renamed
 
+    def sort_summands(self) -> IndexingMap:
+        """The same map with sums in today's XLA print order (see ``affine.sort_summands``)."""
+        if self.affine_map is None or self.is_known_empty():
+            return self
+        results = [affine.sort_summands(r) for r in self.results]
+        constraints = [(affine.sort_summands(e), b) for e, b in self.constraints.items()]
+        return IndexingMap.from_exprs(results, self.dim_vars, self.range_vars, self.rt_vars, constraints)
+
     def simplify(self) -> IndexingMap:
         """The map with its expressions and constraints rewritten using the
         ranges of their variables (SPEC.md §3.5)."""

@@ -1,0 +1,308 @@
+"""Loop fusions compiled by xlapy side by side with XLA:CPU (through jaxlib, in
+this process): GELU in bf16 and f32 at 6x512x4096, optionally modules of the
+loop-fusion test corpus.
+
+For each module: xlapy's compile time cold (an empty disk cache, from
+``$XLAPY_CACHE_DIR`` set to a fresh directory), cached (the in-memory cache
+cleared, so the kernel comes from disk) and warm (from memory); then N rounds
+alternating one xlapy run (``executable(*arrays)``) and one XLA:CPU run
+(``execute`` on device buffers placed once, until ready); the medians, the
+ratio XLA/xlapy (above 1: xlapy is faster), and the bandwidth each achieves
+(bytes read and written per second) against the machine's copy bandwidth,
+measured here with numpy (one thread, and one copy per core at once). The
+results are checked against the interpreter (a slice of GELU's, corpus
+modules whole) and compared with XLA's.
+
+XLA gets the module with the fusion inlined (its own pipeline fuses it, as it
+does what JAX hands it; see tests/codegen/xla_reference.py). Inputs are
+seeded normal values without special values: denormals would slow down
+whichever side does not flush them, which is not what this measures.
+
+    python benchmarks/loop_fusion_vs_xla.py                        # GELU bf16 and f32
+    python benchmarks/loop_fusion_vs_xla.py --rounds 50 --shape 6,512,4096
+    python benchmarks/loop_fusion_vs_xla.py --corpus large_256x1024 iota_large_f32
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+import xlapy
+from tests.codegen.compare import NAN_MISMATCH, max_ulp_difference, random_arguments, result_element_types
+from tests.codegen.test_loop_fusions import CORPUS, GELU_SHAPE, clear_memory_cache_function, gelu_text
+from tests.codegen.xla_reference import unfused_text
+from tests.interpreter.compare import leaves
+
+# The rows of GELU checked against the interpreter (it is elementwise, so a
+# slice of the input gives the same slice of the output).
+_GELU_CHECK_SHAPE = (1, 8)
+
+
+@dataclass
+class Case:
+    name: str
+    text: str
+    # (smaller module text, how to cut its inputs and outputs from the full ones), for modules too large
+    # for the interpreter to check whole.
+    check: tuple[str, Callable[[np.ndarray], np.ndarray]] | None = None
+
+
+@dataclass
+class Result:
+    name: str
+    description: str
+    bytes_moved: int
+    cold: float | None = None
+    cached: float | None = None
+    warm: float | None = None
+    xla_compile: float | None = None
+    ours: list[float] = field(default_factory=list)
+    theirs: list[float] = field(default_factory=list)
+    ulp_interpreter: int | None = None
+    ulp_xla: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def gelu_case(element_type: str, shape: str) -> Case:
+    rows = tuple(slice(0, n) for n in _GELU_CHECK_SHAPE)
+    dims = [int(d) for d in shape.split(",")]
+    small = ",".join(str(n) for n in [*_GELU_CHECK_SHAPE, *dims[len(_GELU_CHECK_SHAPE):]])
+    return Case(f"gelu {element_type}", gelu_text(element_type, shape), (gelu_text(element_type, small),
+                                                                          lambda a: a[rows]))
+
+
+def corpus_case(name: str) -> Case:
+    path = CORPUS / f"{name}.hlo"
+    if not path.exists():
+        known = ", ".join(sorted(p.stem for p in CORPUS.glob("*.hlo")))
+        raise SystemExit(f"no corpus module {name!r}; the corpus has: {known}")
+    return Case(name, path.read_text())
+
+
+# -- the machine ---------------------------------------------------------------------------------
+
+
+def copy_bandwidth(megabytes: int, repeat: int, threads: int) -> float:
+    """GB/s of a numpy copy of ``megabytes`` into a preallocated array (2 bytes
+    moved per byte copied), median of ``repeat``, split over ``threads``."""
+    source = np.ones(megabytes * (1 << 20) // 8, np.float64)
+    target = np.empty_like(source)
+    chunks = np.array_split(np.arange(source.size), threads)
+    bounds = [(c[0], c[-1] + 1) for c in chunks if c.size]
+
+    def copy_part(bound: tuple[int, int]) -> None:
+        np.copyto(target[bound[0]:bound[1]], source[bound[0]:bound[1]])
+
+    times = []
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        for _ in range(repeat + 1):
+            start = time.perf_counter()
+            list(pool.map(copy_part, bounds))
+            times.append(time.perf_counter() - start)
+    return 2 * source.nbytes / statistics.median(times[1:]) / 1e9
+
+
+# -- xlapy ------------------------------------------------------------------------------------------
+
+
+def _timed(fn: Callable[[], object]) -> tuple[float, object]:
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def compile_xlapy(case: Case, result: Result, cache_root: Path):
+    """Compile three times (cold, from disk, from memory), recording the times."""
+    compile_ = getattr(xlapy, "compile", None)
+    if compile_ is None:
+        raise SystemExit("xlapy.compile does not exist yet: nothing to benchmark")
+    clear = clear_memory_cache_function()
+    directory = cache_root / case.name.replace(" ", "_")
+    directory.mkdir()
+    # Read by the kernel cache at every compile, so a fresh directory per case is a cold disk cache.
+    os.environ["XLAPY_CACHE_DIR"] = str(directory)
+    if clear is not None:
+        clear()
+    result.cold, executable = _timed(lambda: compile_(xlapy.parse_hlo(case.text), backend="cpu"))
+    entries = sum(1 for p in directory.rglob("*") if p.is_file())
+    if entries == 0:
+        result.notes.append(f"the cold compile wrote nothing into $XLAPY_CACHE_DIR ({directory})")
+    if clear is None:
+        result.notes.append("no clear_memory_cache() in xlapy.codegen or xlapy.runtime: the cached compile "
+                            "time is not measured")
+    else:
+        clear()
+        result.cached, _ = _timed(lambda: compile_(xlapy.parse_hlo(case.text), backend="cpu"))
+    result.warm, _ = _timed(lambda: compile_(xlapy.parse_hlo(case.text), backend="cpu"))
+    return executable
+
+
+# -- XLA --------------------------------------------------------------------------------------------
+
+
+class XlaRunner:
+    """The module compiled by XLA:CPU, its arguments placed on the device once."""
+
+    def __init__(self, text: str, args: list[np.ndarray]):
+        from tests.xla_cpu import compile_on_xla_cpu
+
+        self.compile_time, self.compiled = _timed(lambda: compile_on_xla_cpu(unfused_text(text)))
+        import jax
+        from jax._src import config as jax_config
+
+        self._x64 = jax_config.enable_x64
+        with self._x64(True):
+            self.buffers = [jax.device_put(np.asarray(a).astype(d, copy=False), self.compiled.device)
+                            for a, d in zip(args, self.compiled.parameter_dtypes)]
+
+    def run(self) -> list:
+        with self._x64(True):
+            outputs = self.compiled.executable.execute(self.buffers)
+            for output in outputs:
+                output.block_until_ready()
+        return outputs
+
+    def results(self) -> list[np.ndarray]:
+        with self._x64(True):
+            return [np.asarray(o) for o in self.run()]
+
+
+# -- one case ---------------------------------------------------------------------------------------
+
+
+def _worst(pairs: list[tuple[np.ndarray, np.ndarray]], types: list[str]) -> int:
+    return max((max_ulp_difference(a, b, t) for (a, b), t in zip(pairs, types)), default=0)
+
+
+def check_with_interpreter(case: Case, module: xlapy.HloModule, args: list[np.ndarray], ours: list[np.ndarray],
+                           types: list[str]) -> int:
+    """The largest ulp difference between xlapy's results and the interpreter's,
+    on the slice ``case.check`` names (the whole module when it names none)."""
+    if case.check is None:
+        expected = leaves(xlapy.evaluate(module, *args))
+        return _worst(list(zip(ours, expected)), types)
+    small_text, cut = case.check
+    small = xlapy.parse_hlo(small_text)
+    expected = leaves(xlapy.evaluate(small, *[np.ascontiguousarray(cut(a)) for a in args]))
+    return _worst([(np.ascontiguousarray(cut(o)), e) for o, e in zip(ours, expected)], types)
+
+
+def run_case(case: Case, rounds: int, check: bool, cache_root: Path, console: Console) -> Result:
+    module = xlapy.parse_hlo(case.text)
+    args = random_arguments(module, 0, specials=False)
+    types = result_element_types(module)
+    root = module.entry.root
+    description = ", ".join(str(s) for s in (list(root.shape.tuple_shapes) or [root.shape]))
+    console.print(f"[bold]{case.name}[/]: {description}")
+    result = Result(case.name, description, 0)
+    executable = compile_xlapy(case, result, cache_root)
+    xla = XlaRunner(case.text, args)
+    result.xla_compile = xla.compile_time
+
+    ours = leaves(executable(*args))
+    result.bytes_moved = sum(a.nbytes for a in args) + sum(o.nbytes for o in ours)
+    theirs = xla.results()
+    result.ulp_xla = _worst(list(zip(ours, theirs)), types)
+    if check:
+        result.ulp_interpreter = check_with_interpreter(case, module, args, ours, types)
+
+    for _ in range(2):  # warm-up: thread pools, page faults of fresh outputs
+        executable(*args)
+        xla.run()
+    sides = [(lambda: executable(*args), result.ours), (xla.run, result.theirs)]
+    for i in range(rounds):
+        # Alternate which side goes first, so neither always runs on a cache the other just warmed.
+        for run, times in (sides if i % 2 == 0 else sides[::-1]):
+            start = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - start)
+    return result
+
+
+# -- report -----------------------------------------------------------------------------------------
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    if value < 1e-3:
+        return f"{value * 1e6:.0f} µs"
+    return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def _ulps(value: int | None) -> str:
+    if value is None:
+        return "-"
+    return "NaN≠num" if value == NAN_MISMATCH else str(value)
+
+
+def report(results: list[Result], copy_one: float, copy_all: float, threads: int, rounds: int,
+           console: Console) -> None:
+    table = Table(title=f"loop fusions: xlapy vs XLA:CPU (medians of {rounds} alternating rounds)")
+    for column, justify in (("module", "left"), ("result", "left"), ("xlapy", "right"), ("XLA", "right"),
+                            ("XLA/xlapy", "right"), ("xlapy GB/s", "right"), ("% copy", "right"),
+                            ("XLA GB/s", "right"), ("compile cold", "right"), ("cached", "right"),
+                            ("warm", "right"), ("XLA compile", "right"), ("ulp interp", "right"),
+                            ("ulp XLA", "right")):
+        table.add_column(column, justify=justify)
+    for r in results:
+        ours, theirs = statistics.median(r.ours), statistics.median(r.theirs)
+        ratio = theirs / ours
+        ours_gbs, theirs_gbs = r.bytes_moved / ours / 1e9, r.bytes_moved / theirs / 1e9
+        style = "green" if ratio >= 1.0 else "red"
+        table.add_row(r.name, r.description, _seconds(ours), _seconds(theirs), f"[{style}]{ratio:.2f}[/]",
+                      f"{ours_gbs:.1f}", f"{100 * ours_gbs / copy_all:.0f}%", f"{theirs_gbs:.1f}",
+                      _seconds(r.cold), _seconds(r.cached), _seconds(r.warm), _seconds(r.xla_compile),
+                      _ulps(r.ulp_interpreter), _ulps(r.ulp_xla))
+    console.print(table)
+    console.print(f"copy bandwidth (numpy copy into a preallocated array, 2 x bytes / time): "
+                  f"{copy_one:.1f} GB/s on one thread, {copy_all:.1f} GB/s on {threads} threads "
+                  f"(% copy is against the latter)")
+    console.print("XLA/xlapy ≥ 1: xlapy is at least as fast. ulp interp: xlapy against the interpreter "
+                  "(GELU on a slice); ulp XLA: xlapy against XLA:CPU (which contracts a*b+c into FMAs and "
+                  "has its own approximations, so not 0).")
+    for r in results:
+        for note in r.notes:
+            console.print(f"[yellow]{r.name}: {note}[/]")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=20, help="alternating timed rounds per module (default 20)")
+    parser.add_argument("--shape", default=GELU_SHAPE, help=f"GELU's shape (default {GELU_SHAPE})")
+    parser.add_argument("--types", nargs="*", default=["bf16", "f32"], help="GELU's element types")
+    parser.add_argument("--corpus", nargs="*", default=[], metavar="NAME",
+                        help="also these modules of tests/codegen/data/loop_fusions, at their own size")
+    parser.add_argument("--no-check", action="store_true", help="skip the comparison with the interpreter")
+    parser.add_argument("--copy-mb", type=int, default=512, help="size of the copy-bandwidth buffer (MiB)")
+    args = parser.parse_args(argv)
+
+    console = Console(width=max(Console().width, 200))
+    threads = os.cpu_count() or 1
+    cases = [gelu_case(t, args.shape) for t in args.types] + [corpus_case(n) for n in args.corpus]
+    copy_one = copy_bandwidth(args.copy_mb, 10, 1)
+    copy_all = copy_bandwidth(args.copy_mb, 10, threads)
+    with tempfile.TemporaryDirectory(prefix="xlapy-bench-cache-") as cache_root:
+        results = [run_case(c, args.rounds, not args.no_check, Path(cache_root), console) for c in cases]
+    report(results, copy_one, copy_all, threads, args.rounds, console)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

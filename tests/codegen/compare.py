@@ -1,0 +1,291 @@
+"""Comparison of compiled results with the interpreter, and the seeded inputs
+the comparisons run on.
+
+``max_ulp_difference`` measures how far two arrays are apart in units in the
+last place of their element type, which is how the loop-fusion acceptance is
+stated (exact ops: 0 ulp; transcendental ops: at most 1 ulp).
+``random_arguments`` builds one seeded input per entry parameter; it differs
+from the CLI's ``make_fake_arguments`` (which it builds on for index
+parameters and the types it does not cover) in reaching the edges of every
+type: special floats (NaN, infinities, signed zeros, denormals, halves) and
+integers over their full range.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from tests.interpreter.compare import bits, leaves, ulp_distance
+from xlapy.hlo import HloInstruction, HloModule
+from xlapy.hlo.fake_arguments import fake_argument, index_bound
+from xlapy.shapes import ELEMENT_TYPES, Shape, TypeKind
+
+# What ``max_ulp_difference`` returns when one side is NaN and the other is not:
+# farther apart than any two numbers of any width.
+NAN_MISMATCH = 1 << 64
+
+# Fused opcodes whose float results may be 1 ulp off the interpreter: the
+# interpreter rounds the exact value once, a compiled approximation need not.
+# sqrt and divide are not here: IEEE fixes their results.
+TRANSCENDENTAL_OPCODES = frozenset({
+    "atan2", "cbrt", "cosine", "erf", "exponential", "exponential-minus-one", "log", "log-plus-one", "logistic",
+    "power", "rsqrt", "sine", "tan", "tanh",
+})
+
+# Every float input gets about one special value in this many elements.
+_SPECIAL_EVERY = 16
+# Integers: this share of elements is drawn from the whole range, the rest
+# (minus the edge values) from [-_SMALL, _SMALL], so that divisors, shift
+# amounts and products also take ordinary values.
+_FULL_RANGE_SHARE = 0.5
+_SMALL = 70
+
+
+def _element_dtype(element_type: str | np.dtype) -> np.dtype:
+    if isinstance(element_type, str):
+        dtype = ELEMENT_TYPES[element_type].dtype
+        if dtype is None:
+            raise ValueError(f"{element_type} has no array representation")
+        return dtype
+    return np.dtype(element_type)
+
+
+def _is_float(dtype: np.dtype) -> bool:
+    if dtype.kind == "f":
+        return True
+    if dtype.kind != "V":
+        return False
+    try:
+        ml_dtypes.finfo(dtype)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def max_ulp_difference(actual: Any, expected: Any, element_type: str | np.dtype) -> int:
+    """The largest distance between corresponding elements of ``actual`` and
+    ``expected`` (arrays of ``element_type``, an HLO type name or a dtype).
+
+    Floats: the number of representable values between the two, so adjacent
+    floats are 1 apart and the largest finite number is 1 from infinity;
+    +0 and -0 count as equal, any NaN equals any NaN, and NaN against a
+    number is ``NAN_MISMATCH``. Integers: the absolute difference. pred: 0 or
+    1. Empty arrays: 0."""
+    dtype = _element_dtype(element_type)
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    for name, array in (("actual", actual), ("expected", expected)):
+        if array.dtype != dtype:
+            raise ValueError(f"{name} has dtype {array.dtype}, expected {dtype} ({element_type})")
+    if actual.shape != expected.shape:
+        raise ValueError(f"shapes differ: actual {actual.shape}, expected {expected.shape}")
+    if actual.size == 0:
+        return 0
+    if dtype == np.bool_:
+        return int(np.any(actual != expected))
+    if dtype.kind in "iu":
+        # high - low lies in [0, 2**64), so it is exact in wrapping uint64 arithmetic.
+        wide = np.int64 if dtype.kind == "i" else np.uint64
+        low, high = np.minimum(actual, expected).astype(wide), np.maximum(actual, expected).astype(wide)
+        return int((high.view(np.uint64) - low.view(np.uint64)).max())
+    if not _is_float(dtype):
+        raise ValueError(f"no ulp distance for elements of {dtype}")
+    actual_nan, expected_nan = _isnan(actual), _isnan(expected)
+    if np.any(actual_nan != expected_nan):
+        return NAN_MISMATCH
+    numbers = ~actual_nan
+    if not numbers.any():
+        return 0
+    return int(ulp_distance(actual[numbers], expected[numbers]).max())
+
+
+def _isnan(array: np.ndarray) -> np.ndarray:
+    return np.isnan(array.astype(np.float32) if array.dtype.itemsize < 4 else array)
+
+
+def ulp_tolerance(module: HloModule) -> int:
+    """The ulps the compiled results of ``module`` may be off the interpreter:
+    1 when a computation the entry calls has a transcendental op, else 0."""
+    pending = list(module.entry.called_computations())
+    seen: set[int] = set()
+    while pending:
+        computation = pending.pop()
+        if id(computation) in seen:
+            continue
+        seen.add(id(computation))
+        if any(i.opcode in TRANSCENDENTAL_OPCODES for i in computation.instructions):
+            return 1
+        pending.extend(computation.called_computations())
+    return 0
+
+
+def result_element_types(module: HloModule) -> list[str]:
+    """The element type of every array the entry computation returns, in order."""
+
+    def walk(shape: Shape) -> list[str]:
+        if shape.tuple_shapes or shape.element_type == "tuple":
+            return [t for s in shape.tuple_shapes for t in walk(s)]
+        return [shape.element_type]
+
+    return walk(module.entry.root.shape)
+
+
+def result_names(module: HloModule) -> list[str]:
+    """A name for every array the entry computation returns: the instruction
+    that computes it when the fused root is a tuple, else its position."""
+    root = module.entry.root
+    count = len(result_element_types(module))
+    if root.opcode == "fusion" and root.fused_computation.root.opcode == "tuple":
+        operands = root.fused_computation.root.operands
+        if len(operands) == count:
+            return [o.name for o in operands]
+    return [f"#{i}" for i in range(count)]
+
+
+def assert_within_ulps(actual: Any, expected: Any, module: HloModule, ulps: int, context: str = "result") -> None:
+    """Assert every result array of ``module`` (``actual`` against
+    ``expected``, arrays or tuples) is within ``ulps``; integers and pred must
+    match bit for bit, and so must floats when ``ulps`` is 0 (NaN payloads
+    apart: any NaN matches any NaN)."""
+    types = result_element_types(module)
+    got, want = leaves(actual), leaves(expected)
+    assert len(got) == len(types), f"{context}: {len(got)} results, the module returns {len(types)}"
+    assert len(want) == len(types), f"{context}: {len(want)} expected results, the module returns {len(types)}"
+    names = result_names(module)
+    for i, (g, e, t) in enumerate(zip(got, want, types)):
+        where = context if len(types) == 1 else f"{context}[{i}] ({names[i]})"
+        assert g.dtype == e.dtype, f"{where}: dtype {g.dtype}, expected {e.dtype} ({t})"
+        assert g.shape == e.shape, f"{where}: shape {g.shape}, expected {e.shape}"
+        allowed = ulps if _is_float(g.dtype) else 0
+        distance = max_ulp_difference(g, e, t)
+        if distance > allowed:
+            unit = " ulp" if _is_float(g.dtype) else ""
+            raise AssertionError(f"{where}: {_first_mismatch(g, e, allowed)}; max difference "
+                                 f"{'NaN vs number' if distance == NAN_MISMATCH else f'{distance}{unit}'}, "
+                                 f"allowed {allowed}")
+        if allowed == 0 and _is_float(g.dtype):
+            # Exact means the sign of zero too (negate, sign, min/max, round give -0).
+            zeros = (bits(g) != bits(e)) & ~_isnan(g) & ~_isnan(e)
+            if zeros.any():
+                index = tuple(int(i) for i in np.argwhere(zeros)[0])
+                raise AssertionError(f"{where}: {int(zeros.sum())} zeros of the wrong sign; first at {index}: got "
+                                     f"{g[index]!r}, expected {e[index]!r}")
+
+
+def _first_mismatch(got: np.ndarray, expected: np.ndarray, allowed: int) -> str:
+    """Where and how ``got`` first differs from ``expected`` by more than ``allowed``."""
+    flat_got, flat_expected = got.reshape(-1), expected.reshape(-1)
+    if _is_float(got.dtype):
+        nan_got, nan_expected = _isnan(flat_got), _isnan(flat_expected)
+        far = nan_got != nan_expected
+        numbers = ~(nan_got | nan_expected)
+        far[numbers] = ulp_distance(flat_got[numbers], flat_expected[numbers]) > allowed
+    else:
+        far = bits(flat_got) != bits(flat_expected)
+    positions = np.flatnonzero(far)
+    index = tuple(int(i) for i in np.unravel_index(positions[0], got.shape))
+    g, e = flat_got[positions[0]], flat_expected[positions[0]]
+    return (f"{len(positions)} of {got.size} elements differ; first at {index}: got {g!r} "
+            f"(bits {int(bits(np.asarray(g))):#x}), expected {e!r} (bits {int(bits(np.asarray(e))):#x})")
+
+
+# -- random arguments ----------------------------------------------------------
+
+
+def _float_specials(dtype: np.dtype) -> np.ndarray:
+    info = ml_dtypes.finfo(dtype)
+    tiny = float(info.smallest_normal)
+    denormal = float(info.smallest_subnormal)
+    huge = float(info.max)
+    values = [math.nan, math.inf, -math.inf, 0.0, -0.0, huge, -huge, tiny, -tiny, denormal, -denormal,
+              0.5, -0.5, 1.5, -2.5, 1.0, -1.0]
+    return np.array(values, np.float64).astype(dtype)
+
+
+def _random_float(shape: tuple[int, ...], dtype: np.dtype, random: np.random.Generator, scale: float,
+                  specials: bool) -> np.ndarray:
+    values = np.asarray(random.standard_normal(shape) * scale).astype(dtype)
+    # Arrays of fewer than 4 elements (scalars among them) keep ordinary values.
+    if specials and values.size >= 4:
+        flat = values.reshape(-1)
+        table = _float_specials(dtype)
+        # Every special once when there is room for them in half of the array.
+        count = min(flat.size // 2, max(len(table), flat.size // _SPECIAL_EVERY))
+        positions = random.choice(flat.size, size=count, replace=False)
+        # Every special appears once before any repeats, in a random order.
+        picks = np.concatenate([random.permutation(len(table)) for _ in range(-(-count // len(table)))])[:count]
+        flat[positions] = table[picks]
+    return values
+
+
+def _random_integer(shape: tuple[int, ...], dtype: np.dtype, random: np.random.Generator) -> np.ndarray:
+    info = np.iinfo(dtype)
+    size = math.prod(shape)
+    full = random.integers(info.min, info.max, size=size, dtype=dtype, endpoint=True)
+    small = random.integers(max(info.min, -_SMALL), min(info.max, _SMALL), size=size, endpoint=True).astype(dtype)
+    values = np.where(random.random(size) < _FULL_RANGE_SHARE, full, small)
+    edges = np.array(sorted({info.min, info.min + 1, info.max, info.max - 1, 0, 1, -1 if info.min else 2}),
+                     dtype=object).astype(dtype)
+    if size >= 2 * len(edges):
+        positions = random.choice(size, size=len(edges), replace=False)
+        values[positions] = edges
+    elif size:
+        values[random.integers(0, size)] = edges[random.integers(0, len(edges))]
+    return values.reshape(shape)
+
+
+def _index_bound(parameter: HloInstruction) -> int | None:
+    """``index_bound`` of the CLI's generator, also looking through fusions:
+    an entry parameter that a fused gather or dynamic slice reads as an index."""
+    bounds = [b for b in [index_bound(parameter)] if b is not None]
+    for user in parameter.users:
+        if user.opcode != "fusion":
+            continue
+        fused = user.fused_computation.parameters
+        for position, operand in enumerate(user.operands):
+            if operand is parameter:
+                bound = _index_bound(fused[position])
+                if bound is not None:
+                    bounds.append(bound)
+    return min(bounds) if bounds else None
+
+
+def random_argument(shape: Shape, random: np.random.Generator, *, scale: float = 1.0, specials: bool = True,
+                    bound: int | None = None) -> Any:
+    """A random value of ``shape`` (see ``random_arguments``)."""
+    element = ELEMENT_TYPES[shape.element_type]
+    dims = tuple(shape.dimensions)
+    if shape.tuple_shapes:
+        return tuple(random_argument(s, random, scale=scale, specials=specials) for s in shape.tuple_shapes)
+    if element.is_integral and bound is not None:
+        # Mostly valid indices, with a few out of range on either side so the clamping is seen.
+        return random.integers(-2, max(bound, 1) + 2, dims).astype(element.dtype)
+    if element.is_integral and element.bit_width >= 8:
+        return _random_integer(dims, element.dtype, random)
+    if element.kind is TypeKind.FLOAT and element.bit_width >= 16:
+        return _random_float(dims, element.dtype, random, scale, specials)
+    # pred, sub-byte integers, fp8, complex, tokens: what the CLI draws.
+    return fake_argument(shape, random, bound)
+
+
+def random_arguments(module: HloModule, seed: int, *, scale: float = 1.0,
+                     specials: bool = True) -> list[np.ndarray]:
+    """One seeded random argument per entry parameter of ``module``.
+
+    Floats (16 bits and wider): standard normal times ``scale``, with special
+    values (NaN, ±inf, ±0, ±max, ±smallest normal, ±smallest denormal, ±1,
+    halves) in one element of 16, and each of them at least once where they
+    fit in half the array (34 elements or more), unless ``specials`` is
+    false. Integers (8 bits and wider): half drawn from the whole range of
+    the type, half from [-70, 70], and the edges (min, min+1, max-1, max, 0,
+    1, -1 or 2) placed once each where there is room (one of them
+    otherwise). Parameters a gather or dynamic slice (fused or not) reads as
+    indices: integers from -2 to 2 past the largest valid start.
+    Everything else (pred, sub-byte integers, fp8, complex) as the CLI's
+    ``xlapy run`` draws it."""
+    random = np.random.default_rng(seed)
+    return [np.asarray(random_argument(p.shape, random, scale=scale, specials=specials, bound=_index_bound(p)))
+            for p in module.entry.parameters]

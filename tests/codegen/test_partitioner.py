@@ -1,0 +1,96 @@
+"""The computation partitioner: SPEC.md §4.3's rules and [A69]."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import xlapy
+from xlapy.codegen.partitioner import partition
+
+
+def _fused(body: str, params: str, root_shape: str):
+    operands = ", ".join(line.split("=")[0].strip() for line in params.splitlines())
+    text = f"""HloModule m
+f {{
+{body}
+}}
+ENTRY e {{
+{params}
+  ROOT r = {root_shape} fusion({operands}), kind=kLoop, calls=f
+}}"""
+    return xlapy.parse_hlo(text).computation("f")
+
+
+TWO_PARAMS = "  p0 = f32[6] parameter(0)\n  p1 = f32[6] parameter(1)"
+
+
+def _groups(computation) -> list[tuple[str, list[str]]]:
+    return [(s.name, [i.name for i in s.instructions]) for s in partition(computation).subgraphs]
+
+
+def test_log_transpose_add_splits_into_three_functions():
+    """[A69]: `add` and `transpose` read `log` at different indices."""
+    computation = _fused("""  p = f32[20,20] parameter(0)
+  log = f32[20,20] log(p)
+  transpose = f32[20,20] transpose(log), dimensions={1,0}
+  ROOT add = f32[20,20] add(log, transpose)""", "  p = f32[20,20] parameter(0)", "f32[20,20]")
+    assert _groups(computation) == [("f", ["add"]), ("f_transpose", ["transpose"]), ("f_log", ["log"])]
+
+
+def test_slice_and_pad_of_add():
+    """SPEC §4.3's second example: `slice` and `pad` read `add` at different indices."""
+    computation = _fused("""  p0 = f32[16] parameter(0)
+  p1 = f32[16] parameter(1)
+  add = f32[16] add(p0, p1)
+  slice = f32[8] slice(add), slice={[1:9]}
+  zero = f32[] constant(0)
+  pad = f32[8] pad(add, zero), padding=2_-10
+  ROOT multiply = f32[8] multiply(slice, pad)""", TWO_PARAMS.replace("6", "16"), "f32[8]")
+    groups = _groups(computation)
+    assert groups == [("f", ["multiply"]), ("f_pad", ["zero", "pad"]), ("f_slice", ["slice"]), ("f_add", ["add"])]
+
+
+def test_single_user_chains_and_shared_indexing_stay_together():
+    """gelu (SPEC §4.7.3): one function, because every value is read at the output's indices."""
+    module = xlapy.parse_hlo((Path(__file__).parents[2] / "examples" / "gelu.hlo").read_text())
+    groups = _groups(module.computation("gelu"))
+    assert len(groups) == 1 and groups[0][0] == "gelu" and len(groups[0][1]) == 17
+
+
+def test_multi_user_read_at_the_same_indices_joins_its_users():
+    computation = _fused("""  p = f32[8,8] parameter(0)
+  e = f32[8,8] exponential(p)
+  n = f32[8,8] negate(e)
+  ROOT m = f32[8,8] multiply(e, n)""", "  p = f32[8,8] parameter(0)", "f32[8,8]")
+    assert _groups(computation) == [("f", ["e", "n", "m"])]
+
+
+def test_tuple_root_outputs_share_the_root_function():
+    computation = _fused("""  p0 = f32[6] parameter(0)
+  p1 = f32[6] parameter(1)
+  add = f32[6] add(p0, p1)
+  sub = f32[6] subtract(p0, p1)
+  ROOT t = (f32[6], f32[6]) tuple(add, sub)""", TWO_PARAMS, "(f32[6], f32[6])")
+    partitioned = partition(computation)
+    assert [[r.name for r in s.roots] for s in partitioned.subgraphs] == [["add", "sub"]]
+
+
+@pytest.mark.parametrize("levels, expected", [
+    (1, [["a0", "b0", "add0"]]),
+    (3, [["a2", "add2"], ["b2"], ["a1", "add1"], ["b1"], ["a0", "b0", "add0"]]),
+])
+def test_diamonds_of_slices(levels, expected):
+    """Each add is read by two slices at different offsets, so it roots a function; the slice
+    that shifts the indices reads another function and roots its own (the identity slice does not)."""
+    lines, size, previous = [], 2 + levels, "param"
+    lines.append(f"  param = f32[{size}] parameter(0)")
+    for level in range(levels):
+        size -= 1
+        lines.append(f"  a{level} = f32[{size}] slice({previous}), slice={{[0:{size}]}}")
+        lines.append(f"  b{level} = f32[{size}] slice({previous}), slice={{[1:{size + 1}]}}")
+        lines.append(f"  {'ROOT ' if level == levels - 1 else ''}add{level} = f32[{size}] add(a{level}, b{level})")
+        previous = f"add{level}"
+    computation = _fused("\n".join(lines), f"  param = f32[{2 + levels}] parameter(0)", f"f32[{size}]")
+    assert [names for _, names in _groups(computation)] == expected

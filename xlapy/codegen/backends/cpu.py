@@ -1,0 +1,1157 @@
+"""The CPU backend: the final xDSL module (after `lower-tensors`) → LLVM IR (llvmlite) → O3 → MCJIT → ctypes.
+
+The GPU execution model is mapped onto the CPU (ARCHITECTURE.md): the entry function `@main(%p0: !llvm.ptr, ...)`
+becomes `void @main(ptr %buffers, i64 %block_begin, i64 %block_end)`. `%buffers` is an array of buffer pointers
+(the entry function's pointer arguments in order: params, then outputs). Its body runs in two loops: blocks
+`bl` over [block_begin, block_end) and threads `th` over [0, threads), where `gpu.block_id x` is `bl` and
+`gpu.thread_id x` is `th` (`threads` is the upper bound + 1 of the `xla.range` of `gpu.thread_id`). The runtime
+calls it from a thread pool with disjoint block ranges; ctypes releases the GIL during the call.
+
+`@main` only loads the pointers and calls the internal, non-inlined `@main.kernel(ptr noalias ..., i64, i64)`: the
+loops live there, where LLVM sees `noalias` (+ `dereferenceable`) arguments — the runtime never passes
+overlapping buffers (duplicates were merged by `lower-tensors`).
+
+Semantics choices:
+- `index` is i64.
+- bf16 and f16 arithmetic is done in f32 and rounded back after every op (XLA's semantics; exact for the
+  IEEE-correctly-rounded ops since f32 has more than twice the precision). Narrowing conversions round once:
+  f32 → bf16 is an integer round-to-nearest-even sequence (exact for denormals too; `native_bf16=True` uses
+  AVX512-BF16's vcvtneps2bf16 instead, faster but flushing denormal inputs), f64 → bf16/f16 goes through f32
+  with round-to-odd. This also avoids the compiler-rt helpers (`__truncsfbf2`, `__truncdfhf2`, ...) LLVM would
+  call, which are not present in the Python process. f16 ↔ f32 conversions need F16C (x86-64-v3).
+- Vectors are kept per lane (`_Lanes`) so that the loop vectorizer vectorizes the thread loop across threads;
+  the thread loop carries a vectorization-width hint (`_thread_loop_width`).
+- Integer division and remainder never trap: the divisor is replaced by 1 where it is 0 (or where signed
+  division overflows), and x / 0 = -1 (all ones), x % 0 = x, MIN / -1 = MIN, MIN % -1 = 0 (XLA's semantics).
+- `math.*` transcendentals call the always-inline functions of `math_library.math_function`; `arith.remf`
+  is LLVM's `frem` (lowered by LLVM to a call of `fmod`/`fmodf`, resolved in the process's libm).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+from llvmlite import binding as llvm
+from llvmlite import ir
+from xdsl.dialects import arith, func, gpu, scf, vector
+from xdsl.dialects import llvm as xllvm
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    DenseIntOrFPElementsAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    VectorType,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+
+from xlapy.errors import UnimplementedError, VerifyError
+
+# --- types ------------------------------------------------------------------------------------------------------
+
+
+class BFloatType(ir.types._BaseFloatType):
+    """LLVM's `bfloat` (llvmlite has no class for it); constants print as `0xRXXXX`."""
+
+    null = "0.0"
+    intrinsic_name = "bf16"
+
+    def __str__(self) -> str:
+        return "bfloat"
+
+    def format_constant(self, value: float) -> str:
+        bits = int(np.array(value, dtype=ml_dtypes.bfloat16).view(np.uint16))
+        return f"0xR{bits:04X}"
+
+
+BFloatType._create_instance()
+
+F32 = ir.FloatType()
+F64 = ir.DoubleType()
+BF16 = BFloatType()
+F16 = ir.HalfType()
+I1 = ir.IntType(1)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+PTR = ir.PointerType()
+
+_SCALAR_TYPES: dict[type[Attribute], ir.Type] = {
+    IndexType: I64,
+    BFloat16Type: BF16,
+    Float16Type: F16,
+    Float32Type: F32,
+    Float64Type: F64,
+    xllvm.LLVMPointerType: PTR,
+}
+
+
+def llvm_type(attr: Attribute) -> ir.Type:
+    """The LLVM type of an xDSL type (index → i64, bf16 → bfloat, vector<NxT> → <N x T>)."""
+    if isinstance(attr, IntegerType):
+        return ir.IntType(attr.width.data)
+    if isinstance(attr, VectorType):
+        shape = attr.get_shape()
+        if len(shape) != 1:
+            raise UnimplementedError(f"cpu backend: {attr} (only 1-D vectors)")
+        return ir.VectorType(llvm_type(attr.element_type), shape[0])
+    scalar = _SCALAR_TYPES.get(type(attr))
+    if scalar is None:
+        raise UnimplementedError(f"cpu backend: type {attr}")
+    return scalar
+
+
+def _element(t: ir.Type) -> ir.Type:
+    return t.element if isinstance(t, ir.VectorType) else t
+
+
+def _like(t: ir.Type, element: ir.Type) -> ir.Type:
+    """`element`, or a vector of it with the shape of `t`."""
+    return ir.VectorType(element, t.count) if isinstance(t, ir.VectorType) else element
+
+
+def _constant(t: ir.Type, value: Any) -> ir.Constant:
+    """A scalar or splat constant of type `t`."""
+    if isinstance(t, ir.VectorType):
+        return ir.Constant(t, [_constant(t.element, value)] * t.count)
+    if isinstance(t, ir.IntType):
+        return ir.Constant(t, _signed(int(value), t.width))
+    return ir.Constant(t, value)
+
+
+def _signed(value: int, width: int) -> int:
+    value &= (1 << width) - 1
+    return value - (1 << width) if width > 1 and value >> (width - 1) else value
+
+
+def _mangle(t: ir.Type) -> str:
+    if isinstance(t, ir.VectorType):
+        return f"v{t.count}{_mangle(t.element)}"
+    if isinstance(t, ir.IntType):
+        return f"i{t.width}"
+    return t.intrinsic_name
+
+
+# --- host -------------------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _host() -> tuple[str, str, str]:
+    """(triple, cpu name, feature string) of this machine."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    return llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+
+
+def _target_machine() -> llvm.TargetMachine:
+    """A fresh host target machine (an MCJIT engine takes ownership of the one it is given)."""
+    triple, cpu, features = _host()
+    target = llvm.Target.from_triple(triple)
+    return target.create_target_machine(cpu=cpu, features=features, opt=3, codemodel="jitdefault", jit=True)
+
+
+def _host_has_bf16_conversion() -> bool:
+    features = _host()[2].split(",")
+    return "+avx512bf16" in features or "+avxneconvert" in features
+
+
+def _vector_bits() -> int:
+    features = _host()[2].split(",")
+    return 512 if "+avx512f" in features else 256 if "+avx" in features else 128
+
+
+def _thread_loop_width(function: func.FuncOp) -> int:
+    """Vectorization factor hint for the thread loop: two registers of the widest computed element type (16-bit
+    floats are computed in f32; index arithmetic only addresses memory). LLVM's cost model tends to pick narrow
+    factors for bodies full of bf16 roundings; two registers per value also hide the latency of long op chains."""
+    widest = 32
+    for op in function.walk():
+        if op.name in ("arith.index_cast", "arith.index_castui"):  # offsets of loads and stores
+            continue
+        for result in op.results:
+            element = result.type.element_type if isinstance(result.type, VectorType) else result.type
+            if isinstance(element, (IntegerType, Float64Type)):
+                width = element.width.data if isinstance(element, IntegerType) else 64
+                widest = max(widest, width)
+    return max(4, 2 * _vector_bits() // widest)
+
+
+def _loop_metadata(module: ir.Module, width: int) -> ir.values.MDValue:
+    """`!llvm.loop` metadata asking the loop vectorizer for `width` lanes (a self-referencing loop id)."""
+    hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.width"), _constant(I32, width)])
+    enable = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"), _constant(I1, 1)])
+    loop_id = module.add_metadata([hint, enable, ir.MetaDataString(module, "xlapy.thread_loop")])
+    loop_id.operands = (loop_id, *loop_id.operands)
+    return loop_id
+
+
+# --- translation ------------------------------------------------------------------------------------------------
+
+OpLowering = Callable[["_Translator", Operation], None]
+_OPS: dict[str, OpLowering] = {}
+
+
+def _lowers(*names: str) -> Callable[[OpLowering], OpLowering]:
+    def register(fn: OpLowering) -> OpLowering:
+        for name in names:
+            _OPS[name] = fn
+        return fn
+
+    return register
+
+
+_NO_IDS: dict[str, ir.Value] = {}
+
+
+@dataclass
+class _Lanes:
+    """A 1-D vector value kept as one scalar per lane.
+
+    After unrolling, a thread's body is per-lane scalar code between a vector load and a vector store. Keeping
+    those vectors as separate scalars (loads and stores become one scalar access per lane) leaves the thread loop
+    free of vector-typed instructions, so LLVM's loop vectorizer can vectorize *across threads* (interleaved
+    accesses, full SIMD width) instead of the SLP vectorizer forming K-lane vectors only.
+    """
+
+    type: ir.VectorType
+    lanes: list[ir.Value]
+
+
+class _Translator:
+    """Translates the ops of one function body into `builder`."""
+
+    def __init__(self, module: ir.Module, function: ir.Function, ids: dict[str, ir.Value], native_bf16: bool):
+        # `ids` is empty for helper functions: only the entry function has thread/block loops.
+        self.module = module
+        self.function = function
+        self.b = ir.IRBuilder(function.append_basic_block("entry"))
+        self.ids = ids  # "gpu.thread_id" / "gpu.block_id" → loop variable
+        self.native_bf16 = native_bf16
+        self.values: dict[SSAValue, ir.Value] = {}
+        self.is_entry = ids is not _NO_IDS
+
+    # values
+    def get(self, value: SSAValue) -> ir.Value:
+        """The LLVM value of `value` (a per-lane vector is assembled where it is needed)."""
+        result = self.values[value]
+        if isinstance(result, _Lanes):
+            vector = ir.Constant(result.type, ir.Undefined)
+            for k, lane in enumerate(result.lanes):
+                vector = self.b.insert_element(vector, lane, _constant(I32, k))
+            return vector
+        return result
+
+    def lanes(self, value: SSAValue) -> list[ir.Value]:
+        """The lanes of the 1-D vector `value`."""
+        result = self.values[value]
+        if isinstance(result, _Lanes):
+            return list(result.lanes)
+        return [self.b.extract_element(result, _constant(I32, k)) for k in range(result.type.count)]
+
+    def is_lanes(self, value: SSAValue) -> bool:
+        return isinstance(self.values[value], _Lanes)
+
+    def args(self, op: Operation) -> list[ir.Value]:
+        return [self.get(v) for v in op.operands]
+
+    def set(self, op: Operation, *values: ir.Value) -> None:
+        for result, value in zip(op.results, values, strict=True):
+            self.values[result] = value
+
+    def block(self, block: Block) -> list[ir.Value]:
+        """Translate the ops of `block`; returns the operands of its terminator (`scf.yield`)."""
+        yielded: list[ir.Value] = []
+        for op in block.ops:
+            if isinstance(op, scf.YieldOp):
+                yielded = self.args(op)
+                continue
+            lowering = _OPS.get(op.name)
+            if lowering is None and op.name.startswith("math."):
+                lowering = _math_library_op
+            if lowering is None:
+                raise UnimplementedError(f"cpu backend: {op.name}")
+            lowering(self, op)
+        return yielded
+
+    # helpers
+    def intrinsic(self, name: str, result: ir.Type, args: Sequence[ir.Value], mangle: Sequence[ir.Type]) -> ir.Value:
+        full = ".".join([name, *(_mangle(t) for t in mangle)])
+        fn = self.module.globals.get(full)
+        if fn is None:
+            fn = ir.Function(self.module, ir.FunctionType(result, [a.type for a in args]), name=full)
+        return self.b.call(fn, args)
+
+    def widen(self, value: ir.Value) -> ir.Value:
+        """bf16/f16 (or vectors of them) → f32 (exact); other values unchanged."""
+        if _element(value.type) in (BF16, F16):
+            return self.b.fpext(value, _like(value.type, F32))
+        return value
+
+    def narrow(self, value: ir.Value, target: ir.Type) -> ir.Value:
+        """Float `value` converted to the float type `target`, rounding (to nearest even) at most once."""
+        source, element = _element(value.type), _element(target)
+        if source == element:
+            return value
+        if source in (BF16, F16):  # widening is exact; go through f32
+            value, source = self.b.fpext(value, _like(value.type, F32)), F32
+            if element == F32:
+                return value
+        if element == F64:
+            return self.b.fpext(value, target)
+        if element == F32:
+            return self.b.fptrunc(value, target)
+        if source == F64:  # to bf16/f16: round to odd first so that the second rounding is the only one
+            value = self._to_f32_round_to_odd(value)
+        if element == BF16 and not self.native_bf16:
+            return self._f32_to_bf16(value)
+        return self.b.fptrunc(value, target)
+
+    def _to_f32_round_to_odd(self, value: ir.Value) -> ir.Value:
+        """f64 → f32 rounding to odd: a later rounding to a type of ≤ 22 bits of precision is then exact."""
+        b = self.b
+        i32 = _like(value.type, I32)
+        rounded = b.fptrunc(value, _like(value.type, F32))
+        back = b.fpext(rounded, value.type)
+        bits = b.bitcast(rounded, i32)
+        inexact = b.fcmp_ordered("one", back, value)
+        fabs = functools.partial(self.intrinsic, "llvm.fabs", value.type, mangle=[value.type])
+        away = b.fcmp_ordered("ogt", fabs([back]), fabs([value]))
+        toward_zero = b.select(b.and_(inexact, away), b.sub(bits, _constant(i32, 1)), bits)
+        odd = b.select(inexact, b.or_(toward_zero, _constant(i32, 1)), toward_zero)
+        return b.bitcast(odd, _like(value.type, F32))
+
+    def _f32_to_bf16(self, value: ir.Value) -> ir.Value:
+        """f32 → bf16, round to nearest even, NaNs stay (quiet) NaNs — with integer ops only."""
+        b = self.b
+        i32 = _like(value.type, I32)
+        bits = b.bitcast(value, i32)
+        lsb = b.and_(b.lshr(bits, _constant(i32, 16)), _constant(i32, 1))
+        rounded = b.add(bits, b.add(lsb, _constant(i32, 0x7FFF)))
+        quiet = b.or_(bits, _constant(i32, 0x400000))
+        is_nan = b.fcmp_unordered("uno", value, value)
+        chosen = b.lshr(b.select(is_nan, quiet, rounded), _constant(i32, 16))
+        return b.bitcast(b.trunc(chosen, _like(value.type, ir.IntType(16))), _like(value.type, BF16))
+
+    def in_f32(self, op: Operation, compute: Callable[..., ir.Value]) -> None:
+        """Define `op`'s result as `compute(*operands)`, done in f32 for bf16/f16 and rounded back."""
+        result_type = llvm_type(op.results[0].type)
+        args = [self.widen(a) for a in self.args(op)]
+        self.set(op, self.narrow(compute(*args), result_type))
+
+
+# arith: constants
+
+
+def _constant_value(attr: Attribute, t: ir.Type) -> ir.Constant:
+    if isinstance(attr, IntegerAttr):
+        return _constant(t, attr.value.data)
+    if isinstance(attr, FloatAttr):
+        return _constant(t, attr.value.data)
+    if isinstance(attr, DenseIntOrFPElementsAttr) and isinstance(t, ir.VectorType):
+        values = list(attr.get_values())
+        if len(values) == 1:
+            values *= t.count
+        return ir.Constant(t, [_constant(t.element, v) for v in values])
+    raise UnimplementedError(f"cpu backend: arith.constant {attr}")
+
+
+@_lowers("arith.constant", "llvm.mlir.constant")
+def _arith_constant(t: _Translator, op: Operation) -> None:
+    value = op.properties.get("value", op.attributes.get("value"))
+    t.set(op, _constant_value(value, llvm_type(op.results[0].type)))
+
+
+# arith: floating point
+
+_FLOAT_BINARY = {
+    "arith.addf": "fadd",
+    "arith.subf": "fsub",
+    "arith.mulf": "fmul",
+    "arith.divf": "fdiv",
+    "arith.remf": "frem",
+}
+_FLOAT_INTRINSICS = {
+    "arith.maximumf": "llvm.maximum",
+    "arith.minimumf": "llvm.minimum",
+    "arith.maxnumf": "llvm.maxnum",
+    "arith.minnumf": "llvm.minnum",
+    "math.absf": "llvm.fabs",
+    "math.copysign": "llvm.copysign",
+    "math.fma": "llvm.fma",
+    "math.floor": "llvm.floor",
+    "math.ceil": "llvm.ceil",
+    "math.roundeven": "llvm.roundeven",
+    "math.round": "llvm.round",
+    "math.trunc": "llvm.trunc",
+    "math.sqrt": "llvm.sqrt",
+}
+
+
+def _float_binary(instruction: str) -> OpLowering:
+    def lower(t: _Translator, op: Operation) -> None:
+        t.in_f32(op, getattr(t.b, instruction))
+
+    return lower
+
+
+def _float_intrinsic(name: str) -> OpLowering:
+    def lower(t: _Translator, op: Operation) -> None:
+        t.in_f32(op, lambda *args: t.intrinsic(name, args[0].type, args, [args[0].type]))
+
+    return lower
+
+
+for _name, _instruction in _FLOAT_BINARY.items():
+    _OPS[_name] = _float_binary(_instruction)
+for _name, _intrinsic in _FLOAT_INTRINSICS.items():
+    _OPS[_name] = _float_intrinsic(_intrinsic)
+
+
+@_lowers("arith.negf")
+def _negf(t: _Translator, op: Operation) -> None:
+    t.in_f32(op, t.b.fneg)
+
+
+@_lowers("math.rsqrt")
+def _rsqrt(t: _Translator, op: Operation) -> None:
+    def rsqrt(x: ir.Value) -> ir.Value:
+        return t.b.fdiv(_constant(x.type, 1.0), t.intrinsic("llvm.sqrt", x.type, [x], [x.type]))
+
+    t.in_f32(op, rsqrt)
+
+
+_CMPF = ("false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord", "ueq", "ugt", "uge", "ult", "ule", "une", "uno")
+
+
+@_lowers("arith.cmpf")
+def _cmpf(t: _Translator, op: arith.CmpfOp) -> None:
+    lhs, rhs = (t.widen(a) for a in t.args(op))
+    predicate = op.predicate.value.data
+    result = _like(lhs.type, I1)
+    if predicate == 15:  # true
+        t.set(op, _constant(result, 1))
+    elif predicate == 0:
+        t.set(op, _constant(result, 0))
+    else:
+        t.set(op, t.b.fcmp_ordered(_CMPF[predicate], lhs, rhs))
+
+
+# arith: integers
+
+_INT_BINARY = {
+    "arith.addi": "add",
+    "arith.subi": "sub",
+    "arith.muli": "mul",
+    "arith.andi": "and_",
+    "arith.ori": "or_",
+    "arith.xori": "xor",
+    "arith.shli": "shl",
+    "arith.shrsi": "ashr",
+    "arith.shrui": "lshr",
+}
+_INT_INTRINSICS = {
+    "arith.maxsi": "llvm.smax",
+    "arith.minsi": "llvm.smin",
+    "arith.maxui": "llvm.umax",
+    "arith.minui": "llvm.umin",
+    "math.ctpop": "llvm.ctpop",
+}
+
+
+def _int_binary(instruction: str) -> OpLowering:
+    def lower(t: _Translator, op: Operation) -> None:
+        t.set(op, getattr(t.b, instruction)(*t.args(op)))
+
+    return lower
+
+
+def _int_intrinsic(name: str) -> OpLowering:
+    def lower(t: _Translator, op: Operation) -> None:
+        args = t.args(op)
+        t.set(op, t.intrinsic(name, args[0].type, args, [args[0].type]))
+
+    return lower
+
+
+for _name, _instruction in _INT_BINARY.items():
+    _OPS[_name] = _int_binary(_instruction)
+for _name, _intrinsic in _INT_INTRINSICS.items():
+    _OPS[_name] = _int_intrinsic(_intrinsic)
+
+
+@_lowers("math.ctlz", "math.cttz")
+def _count_zeros(t: _Translator, op: Operation) -> None:
+    (x,) = t.args(op)
+    name = "llvm.ctlz" if op.name == "math.ctlz" else "llvm.cttz"
+    t.set(op, t.intrinsic(name, x.type, [x, _constant(I1, 0)], [x.type]))
+
+
+@_lowers("math.absi")
+def _absi(t: _Translator, op: Operation) -> None:
+    (x,) = t.args(op)
+    t.set(op, t.intrinsic("llvm.abs", x.type, [x, _constant(I1, 0)], [x.type]))
+
+
+def _safe_division(t: _Translator, x: ir.Value, y: ir.Value, signed: bool) -> tuple[ir.Value, ir.Value]:
+    """(divisor that cannot trap, y == 0)."""
+    b = t.b
+    zero = b.icmp_unsigned("==", y, _constant(y.type, 0))
+    bad = zero
+    if signed:
+        width = _element(y.type).width
+        overflow = b.and_(
+            b.icmp_signed("==", x, _constant(x.type, -(1 << (width - 1)))),
+            b.icmp_signed("==", y, _constant(y.type, -1)),
+        )
+        bad = b.or_(zero, overflow)
+    return b.select(bad, _constant(y.type, 1), y), zero
+
+
+@_lowers("arith.divsi", "arith.divui", "arith.remsi", "arith.remui")
+def _division(t: _Translator, op: Operation) -> None:
+    x, y = t.args(op)
+    signed = op.name.endswith("si")
+    divisor, zero = _safe_division(t, x, y, signed)
+    if op.name.startswith("arith.div"):
+        quotient = t.b.sdiv(x, divisor) if signed else t.b.udiv(x, divisor)
+        t.set(op, t.b.select(zero, _constant(x.type, -1), quotient))
+    else:
+        remainder = t.b.srem(x, divisor) if signed else t.b.urem(x, divisor)
+        t.set(op, t.b.select(zero, x, remainder))
+
+
+@_lowers("arith.floordivsi", "arith.ceildivsi")
+def _rounded_division(t: _Translator, op: Operation) -> None:
+    b = t.b
+    x, y = t.args(op)
+    divisor, zero = _safe_division(t, x, y, signed=True)
+    quotient = b.sdiv(x, divisor)
+    remainder = b.srem(x, divisor)
+    inexact = b.icmp_signed("!=", remainder, _constant(x.type, 0))
+    zero_value = _constant(x.type, 0)
+    opposite_signs = b.xor(b.icmp_signed("<", x, zero_value), b.icmp_signed("<", y, zero_value))
+    if op.name == "arith.floordivsi":
+        adjust, delta = b.and_(inexact, opposite_signs), -1
+    else:
+        adjust, delta = b.and_(inexact, b.not_(opposite_signs)), 1
+    adjusted = b.select(adjust, b.add(quotient, _constant(x.type, delta)), quotient)
+    t.set(op, b.select(zero, _constant(x.type, -1), adjusted))
+
+
+_CMPI = {
+    "eq": ("==", True),
+    "ne": ("!=", True),
+    "slt": ("<", True),
+    "sle": ("<=", True),
+    "sgt": (">", True),
+    "sge": (">=", True),
+    "ult": ("<", False),
+    "ule": ("<=", False),
+    "ugt": (">", False),
+    "uge": (">=", False),
+}
+_CMPI_NAMES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
+
+
+@_lowers("arith.cmpi")
+def _cmpi(t: _Translator, op: arith.CmpiOp) -> None:
+    symbol, signed = _CMPI[_CMPI_NAMES[op.predicate.value.data]]
+    compare = t.b.icmp_signed if signed else t.b.icmp_unsigned
+    t.set(op, compare(symbol, *t.args(op)))
+
+
+@_lowers("arith.select")
+def _select(t: _Translator, op: Operation) -> None:
+    t.set(op, t.b.select(*t.args(op)))
+
+
+# arith: conversions
+
+
+def _cast(instruction: str) -> OpLowering:
+    def lower(t: _Translator, op: Operation) -> None:
+        target = llvm_type(op.results[0].type)
+        (source,) = op.operands
+        if t.is_lanes(source):  # e.g. the i8 → i1 truncation of a pred vector load: stay per lane
+            convert = getattr(t.b, instruction)
+            t.set(op, _Lanes(target, [convert(lane, target.element) for lane in t.lanes(source)]))
+            return
+        x = t.get(source)
+        t.set(op, x if x.type == target else getattr(t.b, instruction)(x, target))
+
+    return lower
+
+
+for _name, _instruction in {
+    "arith.extsi": "sext",
+    "arith.extui": "zext",
+    "arith.trunci": "trunc",
+    "llvm.sext": "sext",
+    "llvm.zext": "zext",
+    "llvm.trunc": "trunc",
+    "arith.bitcast": "bitcast",
+    "llvm.bitcast": "bitcast",
+}.items():
+    _OPS[_name] = _cast(_instruction)
+
+
+@_lowers("arith.index_cast", "arith.index_castui")
+def _index_cast(t: _Translator, op: Operation) -> None:
+    (x,) = t.args(op)
+    target = llvm_type(op.results[0].type)
+    source_width, target_width = _element(x.type).width, _element(target).width
+    if source_width == target_width:
+        t.set(op, x)
+    elif source_width > target_width:
+        t.set(op, t.b.trunc(x, target))
+    else:
+        t.set(op, (t.b.sext if op.name == "arith.index_cast" else t.b.zext)(x, target))
+
+
+@_lowers("arith.extf", "arith.truncf")
+def _float_cast(t: _Translator, op: Operation) -> None:
+    (x,) = t.args(op)
+    t.set(op, t.narrow(x, llvm_type(op.results[0].type)))
+
+
+@_lowers("arith.sitofp", "arith.uitofp")
+def _int_to_float(t: _Translator, op: Operation) -> None:
+    (x,) = t.args(op)
+    target = llvm_type(op.results[0].type)
+    convert = t.b.sitofp if op.name == "arith.sitofp" else t.b.uitofp
+    if _element(target) in (BF16, F16):
+        # Through f64 (exact for ≤ 32-bit integers), then one rounding to the narrow type.
+        t.set(op, t.narrow(convert(x, _like(target, F64)), target))
+    else:
+        t.set(op, convert(x, target))
+
+
+@_lowers("arith.fptosi", "arith.fptoui")
+def _float_to_int(t: _Translator, op: Operation) -> None:
+    (x,) = t.args(op)
+    convert = t.b.fptosi if op.name == "arith.fptosi" else t.b.fptoui
+    t.set(op, convert(t.widen(x), llvm_type(op.results[0].type)))
+
+
+# math: transcendentals — every `math.*` op without a lowering above calls the math library
+
+
+def _math_library_op(t: _Translator, op: Operation) -> None:
+    from xlapy.codegen.backends.math_library import math_function  # only math ops need it
+
+    args = [t.widen(a) for a in t.args(op)]
+    vector_type = args[0].type if isinstance(args[0].type, ir.VectorType) else None
+    fn = math_function(t.module, op.name.removeprefix("math."), _element(args[0].type))
+    if vector_type is None:
+        result = t.b.call(fn, args)
+    else:  # per lane: the vectorizers re-form vectors after inlining
+        result = ir.Constant(vector_type, ir.Undefined)
+        for lane in range(vector_type.count):
+            index = _constant(I32, lane)
+            value = t.b.call(fn, [t.b.extract_element(a, index) for a in args])
+            result = t.b.insert_element(result, value, index)
+    t.set(op, t.narrow(result, llvm_type(op.results[0].type)))
+
+
+# vector
+
+
+def _position(t: _Translator, op: vector.ExtractOp | vector.InsertOp) -> ir.Value:
+    position = op.get_mixed_position()
+    if len(position) != 1:
+        raise UnimplementedError(f"cpu backend: {op.name} with {len(position)} positions (only 1-D vectors)")
+    if isinstance(position[0], int):
+        return _constant(I64, position[0])
+    value = t.get(position[0])
+    return value if not isinstance(value, ir.Constant) else _constant(I64, value.constant)
+
+
+@_lowers("vector.extract")
+def _vector_extract(t: _Translator, op: vector.ExtractOp) -> None:
+    position = _position(t, op)
+    if isinstance(position, ir.Constant) and t.is_lanes(op.vector):
+        t.set(op, t.lanes(op.vector)[position.constant])
+    else:
+        t.set(op, t.b.extract_element(t.get(op.vector), position))
+
+
+@_lowers("vector.insert")
+def _vector_insert(t: _Translator, op: vector.InsertOp) -> None:
+    position = _position(t, op)
+    if isinstance(position, ir.Constant):
+        lanes = t.lanes(op.dest)
+        lanes[position.constant] = t.get(op.source)
+        t.set(op, _Lanes(llvm_type(op.result.type), lanes))
+    else:
+        t.set(op, t.b.insert_element(t.get(op.dest), t.get(op.source), position))
+
+
+@_lowers("vector.broadcast", "vector.splat")
+def _vector_broadcast(t: _Translator, op: Operation) -> None:
+    target = llvm_type(op.results[0].type)
+    (x,) = t.args(op)
+    if isinstance(x.type, ir.VectorType):
+        raise UnimplementedError(f"cpu backend: {op.name} of a vector")
+    one = t.b.insert_element(ir.Constant(ir.VectorType(x.type, 1), ir.Undefined), x, _constant(I32, 0))
+    t.set(op, t.b.shuffle_vector(one, one, ir.Constant(ir.VectorType(I32, target.count), [0] * target.count)))
+
+
+# memory
+
+
+@_lowers("llvm.getelementptr")
+def _gep(t: _Translator, op: xllvm.GEPOp) -> None:
+    dynamic = iter(t.get(v) for v in op.ssa_indices)
+    indices = [
+        next(dynamic) if i == xllvm.GEP_USE_SSA_VAL else _constant(I64, i) for i in op.rawConstantIndices.iter_values()
+    ]
+    t.set(
+        op,
+        t.b.gep(t.get(op.ptr), indices, inbounds=op.inbounds is not None, source_etype=llvm_type(op.elem_type)),
+    )
+
+
+def _alignment(op: Operation) -> int | None:
+    return op.alignment.value.data if op.alignment is not None else None
+
+
+@_lowers("llvm.load")
+def _load(t: _Translator, op: xllvm.LoadOp) -> None:
+    result_type = llvm_type(op.dereferenced_value.type)
+    pointer = t.get(op.ptr)
+
+    def load(address: ir.Value, load_type: ir.Type) -> ir.Value:
+        value = t.b.load(address, typ=load_type, align=_alignment(op))
+        if "invariant" in op.attributes:
+            value.set_metadata("invariant.load", t.module.add_metadata([]))
+        return value
+
+    if isinstance(result_type, ir.VectorType):  # one scalar load per lane (see `_Lanes`)
+        element = result_type.element
+        addresses = [t.b.gep(pointer, [_constant(I64, k)], inbounds=True, source_etype=element) if k else pointer
+                     for k in range(result_type.count)]  # fmt: skip
+        t.set(op, _Lanes(result_type, [load(address, element) for address in addresses]))
+    else:
+        t.set(op, load(pointer, result_type))
+
+
+@_lowers("llvm.store")
+def _store(t: _Translator, op: xllvm.StoreOp) -> None:
+    pointer = t.get(op.ptr)
+    if t.is_lanes(op.value):
+        value_type = t.values[op.value].type
+        for k, lane in enumerate(t.lanes(op.value)):
+            address = t.b.gep(pointer, [_constant(I64, k)], inbounds=True, source_etype=value_type.element)
+            t.b.store(lane, address if k else pointer, align=_alignment(op))
+    else:
+        t.b.store(t.get(op.value), pointer, align=_alignment(op))
+
+
+# control flow
+
+
+@_lowers("scf.for")
+def _for(t: _Translator, op: scf.ForOp) -> None:
+    b = t.b
+    lower, upper, step = t.get(op.lb), t.get(op.ub), t.get(op.step)
+    inits = [t.get(v) for v in op.iter_args]
+    before = b.block
+    header = t.function.append_basic_block("for.header")
+    body = t.function.append_basic_block("for.body")
+    exit_block = t.function.append_basic_block("for.exit")
+    b.branch(header)
+    b.position_at_end(header)
+    iv = b.phi(lower.type)
+    iv.add_incoming(lower, before)
+    carried = []
+    for init in inits:
+        phi = b.phi(init.type)
+        phi.add_incoming(init, before)
+        carried.append(phi)
+    b.cbranch(b.icmp_signed("<", iv, upper), body, exit_block)
+    b.position_at_end(body)
+    block = op.body.block
+    t.values[block.args[0]] = iv
+    for arg, phi in zip(block.args[1:], carried):
+        t.values[arg] = phi
+    yielded = t.block(block)
+    latch = b.block
+    iv.add_incoming(b.add(iv, step), latch)
+    for phi, value in zip(carried, yielded):
+        phi.add_incoming(value, latch)
+    b.branch(header)
+    b.position_at_end(exit_block)
+    t.set(op, *carried)
+
+
+@_lowers("scf.if")
+def _if(t: _Translator, op: scf.IfOp) -> None:
+    b = t.b
+    then_block = t.function.append_basic_block("if.then")
+    has_else = bool(op.false_region.blocks)
+    else_block = t.function.append_basic_block("if.else") if has_else else None
+    merge = t.function.append_basic_block("if.end")
+    b.cbranch(t.get(op.cond), then_block, else_block or merge)
+    incoming = []
+    for region, block in ((op.true_region, then_block), (op.false_region, else_block)):
+        if block is None:
+            continue
+        b.position_at_end(block)
+        incoming.append((t.block(region.block), b.block))
+        b.branch(merge)
+    b.position_at_end(merge)
+    results = []
+    for i, result in enumerate(op.results):
+        phi = b.phi(llvm_type(result.type))
+        for values, block in incoming:
+            phi.add_incoming(values[i], block)
+        results.append(phi)
+    t.set(op, *results)
+
+
+@_lowers("gpu.thread_id", "gpu.block_id")
+def _gpu_id(t: _Translator, op: Operation) -> None:
+    dimension = op.dimension.data
+    if str(dimension) == "x" and op.name in t.ids:
+        t.set(op, t.ids[op.name])
+        return
+    bounds = op.attributes.get("xla.range")
+    if bounds is not None and bounds.data[1].value.data == 0:
+        t.set(op, _constant(I64, 0))
+        return
+    raise UnimplementedError(f"cpu backend: {op.name} {dimension} outside of the entry function's x dimension")
+
+
+@_lowers("func.call")
+def _call(t: _Translator, op: func.CallOp) -> None:
+    fn = t.module.globals[op.callee.string_value()]
+    result = t.b.call(fn, t.args(op))
+    if len(op.results) > 1:
+        t.set(op, *(t.b.extract_value(result, i) for i in range(len(op.results))))
+    else:
+        t.set(op, *([result] if op.results else []))
+
+
+@_lowers("func.return")
+def _return(t: _Translator, op: func.ReturnOp) -> None:
+    if t.is_entry:  # the entry body continues with the next thread
+        if op.operands:
+            raise VerifyError("cpu backend: the entry function returns values (run lower-tensors first)")
+        return
+    values = t.args(op)
+    if not values:
+        t.b.ret_void()
+    elif len(values) == 1:
+        t.b.ret(values[0])
+    else:
+        t.b.ret_aggregate(values)
+
+
+# --- functions --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KernelSignature:
+    """What a caller needs to know about a compiled entry function (also embedded in its object code)."""
+
+    buffer_sizes: tuple[int, ...]  # minimum byte size of each buffer (0 = unknown), in argument order
+    threads: int  # threads per block (inner loop trip count)
+    blocks: int  # number of blocks of the launch (block ranges are subsets of [0, blocks))
+
+
+def _signature_symbol(entry: str) -> str:
+    return f"{entry}.signature"
+
+
+def _embed_signature(module: ir.Module, entry: str, signature: KernelSignature) -> None:
+    """The signature as a constant in the object code, `[buffers, threads, blocks, size...] x i64`, so that
+    object code alone (e.g. from a kernel cache) is enough to run the kernel."""
+    values = [len(signature.buffer_sizes), signature.threads, signature.blocks, *signature.buffer_sizes]
+    array = ir.ArrayType(I64, len(values))
+    variable = ir.GlobalVariable(module, array, name=_signature_symbol(entry))
+    variable.global_constant = True
+    variable.initializer = ir.Constant(array, values)
+
+
+def _read_signature(engine: llvm.ExecutionEngine, entry: str) -> KernelSignature:
+    address = engine.get_global_value_address(_signature_symbol(entry))
+    if not address:
+        raise VerifyError(f"cpu backend: the object code has no signature of @{entry}")
+    count = ctypes.c_int64.from_address(address).value
+    values = (ctypes.c_int64 * (count + 3)).from_address(address)
+    return KernelSignature(tuple(values[3:]), values[1], values[2])
+
+
+def _id_count(function: func.FuncOp, op_type: type[Operation]) -> int | None:
+    counts = set()
+    for op in function.walk():
+        if isinstance(op, op_type) and str(op.dimension.data) == "x":
+            bounds = op.attributes.get("xla.range")
+            if bounds is None:
+                raise VerifyError(f"cpu backend: {op.name} without an xla.range attribute")
+            counts.add(bounds.data[1].value.data + 1)
+    if len(counts) > 1:
+        raise VerifyError(f"cpu backend: {op_type.name} ops with different ranges {sorted(counts)}")
+    return counts.pop() if counts else None
+
+
+def _arg_attr(function: func.FuncOp, index: int, name: str) -> Attribute | None:
+    if function.arg_attrs is None:
+        return None
+    return function.arg_attrs.data[index].data.get(name)
+
+
+def _declare(module: ir.Module, function: func.FuncOp) -> ir.Function:
+    inputs = [llvm_type(t) for t in function.function_type.inputs.data]
+    outputs = [llvm_type(t) for t in function.function_type.outputs.data]
+    result = ir.VoidType() if not outputs else outputs[0] if len(outputs) == 1 else ir.LiteralStructType(outputs)
+    fn = ir.Function(module, ir.FunctionType(result, inputs), name=function.sym_name.data)
+    fn.linkage = "internal"
+    fn.attributes.add("alwaysinline")
+    fn.attributes.add("nounwind")
+    return fn
+
+
+def _define_helper(module: ir.Module, function: func.FuncOp, native_bf16: bool) -> None:
+    fn = module.globals[function.sym_name.data]
+    translator = _Translator(module, fn, _NO_IDS, native_bf16)
+    for arg, value in zip(function.body.block.args, fn.args):
+        translator.values[arg] = value
+    translator.block(function.body.block)
+
+
+def _kernel_function(module: ir.Module, function: func.FuncOp, sizes: list[int]) -> ir.Function:
+    """`void @<entry>.kernel(ptr noalias dereferenceable(N) ..., i64 %block_begin, i64 %block_end)`."""
+    count = len(sizes)
+    kernel_type = ir.FunctionType(ir.VoidType(), [PTR] * count + [I64, I64])
+    kernel = ir.Function(module, kernel_type, name=f"{function.sym_name.data}.kernel")
+    kernel.linkage = "internal"
+    # Not inlined into the wrapper: `noalias` on arguments is what lets LLVM vectorize freely.
+    kernel.attributes.add("noinline")
+    kernel.attributes.add("nounwind")
+    for i, arg in enumerate(kernel.args[:count]):
+        if _arg_attr(function, i, "llvm.noalias") is not None:
+            arg.add_attribute("noalias")
+        if sizes[i]:
+            arg.attributes.dereferenceable = sizes[i]
+    return kernel
+
+
+def _emit_loops(t: _Translator, function: func.FuncOp, threads: int) -> None:
+    """bl over [block_begin, block_end), th over [0, threads); the entry function's body runs inside."""
+    kernel, b = t.function, t.b
+    begin, end = kernel.args[-2:]
+    entry = b.block
+    block_header = kernel.append_basic_block("block.header")
+    thread_header = kernel.append_basic_block("thread.header")
+    exit_block = kernel.append_basic_block("exit")
+    b.branch(block_header)
+    b.position_at_end(block_header)
+    bl = b.phi(I64, name="bl")
+    bl.add_incoming(begin, entry)
+    b.cbranch(b.icmp_signed("<", bl, end), thread_header, exit_block)
+    b.position_at_end(thread_header)
+    th = b.phi(I64, name="th")
+    th.add_incoming(_constant(I64, 0), block_header)
+    t.ids["gpu.thread_id"], t.ids["gpu.block_id"] = th, bl
+    for arg, value in zip(function.body.block.args, kernel.args):
+        t.values[arg] = value
+    t.block(function.body.block)
+    next_th = b.add(th, _constant(I64, 1), name="th.next")
+    th.add_incoming(next_th, b.block)
+    block_latch = kernel.append_basic_block("block.latch")
+    latch = b.cbranch(b.icmp_signed("<", next_th, _constant(I64, threads)), thread_header, block_latch)
+    latch.set_metadata("llvm.loop", _loop_metadata(t.module, _thread_loop_width(function)))
+    b.position_at_end(block_latch)
+    bl.add_incoming(b.add(bl, _constant(I64, 1), name="bl.next"), block_latch)
+    b.branch(block_header)
+    b.position_at_end(exit_block)
+    b.ret_void()
+
+
+def _emit_wrapper(module: ir.Module, name: str, kernel: ir.Function, count: int) -> None:
+    """`void @<entry>(ptr %buffers, i64, i64)`: loads the `count` buffer pointers and calls the kernel."""
+    wrapper = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64]), name=name)
+    buffers, begin, end = wrapper.args
+    w = ir.IRBuilder(wrapper.append_basic_block("entry"))
+    pointers = [w.load(w.gep(buffers, [_constant(I64, i)], inbounds=True, source_etype=PTR), typ=PTR)
+                for i in range(count)]  # fmt: skip
+    w.call(kernel, [*pointers, begin, end])
+    w.ret_void()
+
+
+def _define_entry(module: ir.Module, function: func.FuncOp, native_bf16: bool) -> KernelSignature:
+    types = function.function_type.inputs.data
+    if not all(isinstance(ty, xllvm.LLVMPointerType) for ty in types):
+        raise VerifyError("cpu backend: the entry function takes non-pointer arguments (run lower-tensors first)")
+    if function.function_type.outputs.data:
+        raise VerifyError("cpu backend: the entry function returns values (run lower-tensors first)")
+    threads = _id_count(function, gpu.ThreadIdOp) or 1
+    blocks = _id_count(function, gpu.BlockIdOp) or 1
+    sizes = []
+    for i in range(len(types)):
+        size = _arg_attr(function, i, "llvm.dereferenceable")
+        sizes.append(size.value.data if isinstance(size, IntegerAttr) else 0)
+    kernel = _kernel_function(module, function, sizes)
+    _emit_loops(_Translator(module, kernel, {}, native_bf16), function, threads)
+    _emit_wrapper(module, function.sym_name.data, kernel, len(types))
+    signature = KernelSignature(tuple(sizes), threads, blocks)
+    _embed_signature(module, function.sym_name.data, signature)
+    return signature
+
+
+def translate_module(
+    module: ModuleOp, entry: str = "main", native_bf16: bool = False
+) -> tuple[ir.Module, KernelSignature]:
+    """The LLVM module of a lowered xDSL module, and the signature of its entry function.
+
+    `native_bf16`: round f32 → bf16 with the host's instruction (AVX512-BF16 `vcvtneps2bf16`) when it has one.
+    Faster, but that instruction flushes denormal inputs to zero (XLA:CPU runs with denormals flushed anyway);
+    by default the rounding is an exact integer sequence."""
+    triple = _host()[0]
+    result = ir.Module(name="xlapy")
+    result.triple = triple
+    native_bf16 = native_bf16 and _host_has_bf16_conversion()
+    functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    entries = [f for f in functions if f.sym_name.data == entry]
+    if not entries:
+        raise VerifyError(f"cpu backend: no entry function @{entry}")
+    helpers = [f for f in functions if f.sym_name.data != entry]
+    for function in helpers:
+        _declare(result, function)
+    for function in helpers:
+        if function.body.blocks:
+            _define_helper(result, function, native_bf16)
+    signature = _define_entry(result, entries[0], native_bf16)
+    return result, signature
+
+
+# --- compilation and execution ----------------------------------------------------------------------------------
+
+# A CFUNCTYPE (not PYFUNCTYPE) pointer: calls release the GIL, so a thread pool runs block ranges in parallel.
+_KernelFunction = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+# llvmlite parses into one global LLVM context, which is not thread-safe: LLVM work is done one at a time.
+_LLVM_LOCK = threading.RLock()
+
+
+def optimize(module: llvm.ModuleRef, target_machine: llvm.TargetMachine) -> None:
+    """O3 for the host, with loop and SLP vectorization (new pass manager)."""
+    options = llvm.create_pipeline_tuning_options(speed_level=3)
+    options.loop_vectorization = True
+    options.slp_vectorization = True
+    options.loop_interleaving = True
+    options.loop_unrolling = True
+    builder = llvm.create_pass_builder(target_machine, options)
+    builder.getModulePassManager().run(module, builder)
+
+
+class CpuKernel:
+    """A compiled entry function: `kernel(buffers, block_begin, block_end)` runs blocks [begin, end)."""
+
+    def __init__(
+        self,
+        engine: llvm.ExecutionEngine,
+        target_machine: llvm.TargetMachine,
+        module: llvm.ModuleRef | None,
+        name: str,
+        object_code: bytes | None = None,
+    ):
+        self._engine = engine  # owns the machine code: keep it alive as long as the kernel
+        self._target_machine = target_machine
+        self._module = module
+        self.signature = _read_signature(engine, name)
+        self._object_code = object_code
+        self._asm: str | None = None
+        self.llvm_ir: str | None = str(module) if module is not None else None
+        self._function = _KernelFunction(engine.get_function_address(name))
+
+    @classmethod
+    def compile(cls, module: ModuleOp, entry: str = "main", native_bf16: bool = False) -> CpuKernel:
+        """Translate, verify, optimise and JIT-compile the lowered xDSL `module` (see `translate_module`)."""
+        llvm_module, _ = translate_module(module, entry, native_bf16)
+        return cls.from_llvm_ir(str(llvm_module), entry)
+
+    @classmethod
+    def from_llvm_ir(cls, text: str, entry: str = "main") -> CpuKernel:
+        """A kernel from the text of a module made by `translate_module` (possibly edited)."""
+        with _LLVM_LOCK:
+            try:
+                parsed = llvm.parse_assembly(text)
+                parsed.verify()
+            except RuntimeError as error:
+                raise VerifyError(f"cpu backend: invalid LLVM IR: {error}") from error
+            target_machine = _target_machine()
+            parsed.triple = target_machine.triple
+            parsed.data_layout = str(target_machine.target_data)
+            optimize(parsed, target_machine)
+            engine = llvm.create_mcjit_compiler(parsed, target_machine)
+            # The object code MCJIT produces is kept: it is what `from_object` loads back.
+            captured: list[bytes] = []
+            engine.set_object_cache(notify_func=lambda _module, data: captured.append(bytes(data)))
+            engine.finalize_object()
+            return cls(engine, target_machine, parsed, entry, captured[0] if captured else None)
+
+    @classmethod
+    def from_object(cls, data: bytes, entry: str = "main") -> CpuKernel:
+        """A kernel from the bytes of `object_code` (e.g. read from a kernel cache); they include the signature."""
+        with _LLVM_LOCK:
+            target_machine = _target_machine()
+            empty = llvm.parse_assembly("")
+            empty.triple = target_machine.triple
+            engine = llvm.create_mcjit_compiler(empty, target_machine)
+            engine.add_object_file(llvm.ObjectFileRef.from_data(data))
+            engine.finalize_object()
+            return cls(engine, target_machine, None, entry, data)
+
+    @property
+    def object_code(self) -> bytes:
+        """The relocatable object code of the kernel (what `from_object` loads)."""
+        if self._object_code is None:
+            with _LLVM_LOCK:
+                self._object_code = self._target_machine.emit_object(self._module)
+        return self._object_code
+
+    @property
+    def asm(self) -> str:
+        """The host assembly of the optimised module (computed on first use)."""
+        if self._asm is None:
+            if self._module is None:
+                raise UnimplementedError("cpu backend: no assembly for a kernel loaded from object code")
+            with _LLVM_LOCK:
+                self._asm = self._target_machine.emit_assembly(self._module)
+        return self._asm
+
+    def __call__(self, buffers: Sequence[np.ndarray], block_begin: int = 0, block_end: int | None = None) -> None:
+        sizes = self.signature.buffer_sizes
+        if len(buffers) != len(sizes):
+            raise VerifyError(f"cpu kernel: expected {len(sizes)} buffers, got {len(buffers)}")
+        pointers = (ctypes.c_void_p * max(1, len(buffers)))()
+        for i, (buffer, size) in enumerate(zip(buffers, sizes)):
+            if not buffer.flags.c_contiguous:
+                raise VerifyError(f"cpu kernel: buffer {i} is not contiguous")
+            if buffer.nbytes < size:
+                raise VerifyError(f"cpu kernel: buffer {i} has {buffer.nbytes} bytes, the kernel reads {size}")
+            pointers[i] = buffer.ctypes.data
+        end = self.signature.blocks if block_end is None else block_end
+        if not 0 <= block_begin <= end <= self.signature.blocks:
+            raise VerifyError(f"cpu kernel: block range [{block_begin}, {end}) outside [0, {self.signature.blocks})")
+        self._function(ctypes.cast(pointers, ctypes.c_void_p), block_begin, end)
+
+
+def compile_kernel(module: ModuleOp, entry: str = "main", native_bf16: bool = False) -> CpuKernel:
+    """`CpuKernel.compile`: the lowered xDSL `module` as a callable kernel."""
+    return CpuKernel.compile(module, entry, native_bf16)
+
+
+__all__ = ["BFloatType", "CpuKernel", "KernelSignature", "compile_kernel", "llvm_type", "optimize", "translate_module"]

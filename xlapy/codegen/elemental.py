@@ -1,0 +1,314 @@
+"""Elemental emission (SPEC.md §4.4, XLA's elemental_hlo_to_mlir): the value
+of an HLO instruction at given output indices, as arith/math/tensor ops.
+
+One rule per opcode in ``ELEMENTAL`` (``rule(em, instr, indices) -> value``).
+Index-only ops (transpose, broadcast, reshape, bitcast, slice, reverse, copy)
+apply their output-to-input indexing map with ``xla.apply_indexing`` and emit
+the operand at the indices it gives. Arithmetic rules are in
+``elemental_arith``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from xdsl.builder import Builder
+from xdsl.dialects import arith, func, scf, tensor
+from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, IntegerType
+from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.rewriter import InsertPoint
+
+from xlapy.codegen.dialect import ApplyIndexingOp, PureCallOp
+from xlapy.codegen.partitioner import PartitionedComputation, Subgraph
+from xlapy.codegen.types import element_type, is_unsigned, tensor_type
+from xlapy.errors import UnimplementedError
+from xlapy.hlo.ir import HloInstruction
+from xlapy.indexing import IndexingMap
+from xlapy.indexing.ops import op_output_to_input
+from xlapy.registry import registrar
+
+Indices = tuple[SSAValue, ...]
+Rule = Callable[["FunctionEmitter", HloInstruction, Indices], SSAValue]
+
+ELEMENTAL: dict[str, Rule] = {}
+elemental_rule = registrar(ELEMENTAL, "elemental rule")
+
+
+class FunctionEmitter:
+    """Emits the body of one subgraph function: ``params`` are the tensors of
+    the computation's parameters, ``indices`` the subgraph's output indices."""
+
+    def __init__(self, partitioned: PartitionedComputation, subgraph: Subgraph, block: Block,
+                 params: Sequence[SSAValue], indices: Indices):
+        self.partitioned = partitioned
+        self.subgraph = subgraph
+        self.params = list(params)
+        self.builder = Builder(InsertPoint.at_end(block))
+        self.root_indices = indices
+        self._values: dict[tuple, SSAValue] = {}
+        self._calls: dict[tuple, Sequence[SSAValue]] = {}
+        self._constants: dict[tuple, SSAValue] = {}
+
+    # --- building blocks ---
+
+    def insert(self, op):
+        return self.builder.insert(op)
+
+    def index(self, value: int) -> SSAValue:
+        return self._constant(IntegerAttr(value, IndexType()))
+
+    def constant(self, value, type_name: str) -> SSAValue:
+        """A scalar constant of HLO element type ``type_name``."""
+        mlir_type = element_type(type_name)
+        if isinstance(mlir_type, IntegerType):
+            width = mlir_type.width.data
+            as_int = int(value) & ((1 << width) - 1)
+            if width > 1 and as_int >= 1 << (width - 1):
+                as_int -= 1 << width
+            return self._constant(IntegerAttr(as_int, mlir_type, truncate_bits=True))
+        return self._constant(FloatAttr(float(value), mlir_type))
+
+    def _constant(self, attr: Attribute) -> SSAValue:
+        # Constants go to the function's entry block, once each, so that
+        # values used inside scf.if regions dominate their uses.
+        key = (type(attr), str(attr))
+        found = self._constants.get(key)
+        if found is None:
+            entry = self.builder.insertion_point.block
+            while entry.parent_op() is not None and not isinstance(entry.parent_op(), func.FuncOp):
+                entry = entry.parent_op().parent_block()
+            op = arith.ConstantOp(attr)
+            if entry.first_op is None:
+                entry.add_op(op)
+            else:
+                entry.insert_op_before(op, entry.first_op)
+            found = self._constants[key] = op.result
+        return found
+
+    def to_index(self, value: SSAValue, type_name: str) -> SSAValue:
+        """An integer of HLO type ``type_name`` as an index (unsigned types zero-extended)."""
+        if is_unsigned(type_name) and value.type.width.data < 64:
+            value = self.insert(arith.ExtUIOp(value, IntegerType(64))).result
+        return self.insert(arith.IndexCastOp(value, IndexType())).result
+
+    def apply_map(self, indexing_map: IndexingMap, indices: Indices) -> Indices:
+        """The results of ``indexing_map`` (no symbols) at ``indices``; identity maps emit nothing."""
+        results = indexing_map.results
+        if (not indexing_map.symbol_vars and len(results) == len(indices)
+                and all(str(r) == f"d{i}" for i, r in enumerate(results))):
+            return indices
+        if not results:
+            return ()
+        op = self.insert(ApplyIndexingOp(list(indices), [], indexing_map))
+        return tuple(op.results)
+
+    # --- emission ---
+
+    def emit(self, instr: HloInstruction, indices: Indices) -> SSAValue:
+        """The value of ``instr`` at ``indices``."""
+        key = (instr, indices)
+        found = self._values.get(key)
+        if found is not None:
+            return found
+        if instr.opcode == "parameter":
+            value = self.extract(self.params[instr.parameter_number], indices)
+        elif instr.opcode == "constant" and instr.shape.dimensions:
+            position = array_constants(self.partitioned).index(instr)
+            value = self.extract(self.params[len(self.partitioned.computation.parameters) + position], indices)
+        elif self.partitioned.subgraph_of.get(instr, self.subgraph) is not self.subgraph:
+            value = self._call(instr, indices)
+        else:
+            rule_ = ELEMENTAL.get(instr.opcode)
+            if rule_ is None:
+                raise UnimplementedError(
+                    f"{instr.opcode} ({instr.name}) is not supported inside a loop fusion by the code generator")
+            value = rule_(self, instr, indices)
+        self._values[key] = value
+        return value
+
+    def extract(self, source: SSAValue, indices: Indices) -> SSAValue:
+        return self.insert(tensor.ExtractOp(source, list(indices), source.type.element_type)).result
+
+    def _call(self, instr: HloInstruction, indices: Indices) -> SSAValue:
+        callee = self.partitioned.subgraph_of[instr]
+        key = (callee.name, indices)
+        results = self._calls.get(key)
+        if results is None:
+            result_types = [element_type(r.shape.element_type, r.name) for r in callee.roots]
+            op = self.insert(PureCallOp(callee.name, [*self.params, *indices], result_types))
+            results = self._calls[key] = op.results
+        return results[callee.roots.index(instr)]
+
+    def operand(self, instr: HloInstruction, k: int, indices: Indices) -> SSAValue:
+        return self.emit(instr.operands[k], indices)
+
+    def if_else(self, condition: SSAValue, result_type: Attribute, then_: Callable[[], SSAValue],
+                else_: Callable[[], SSAValue]) -> SSAValue:
+        """``scf.if`` yielding ``then_()`` or ``else_()``, each emitted inside its region."""
+        regions = []
+        for body in (then_, else_):
+            block = Block()
+            saved, saved_values, saved_calls = self.builder, dict(self._values), dict(self._calls)
+            self.builder = Builder(InsertPoint.at_end(block))
+            value = body()
+            block.add_op(scf.YieldOp(value))
+            self.builder, self._values, self._calls = saved, saved_values, saved_calls
+            regions.append(Region(block))
+        return self.insert(scf.IfOp(condition, [result_type], regions[0], regions[1])).results[0]
+
+
+def array_constants(partitioned: PartitionedComputation) -> list[HloInstruction]:
+    """The non-scalar constants of the computation. Like XLA's large
+    constants they live in buffers of their own, passed after the parameters."""
+    return [i for i in partitioned.computation.instructions if i.opcode == "constant" and i.shape.dimensions]
+
+
+def buffer_arguments(partitioned: PartitionedComputation) -> list[HloInstruction]:
+    """The instructions whose tensors every function takes: parameters, then array constants."""
+    return [*partitioned.computation.parameters, *array_constants(partitioned)]
+
+
+def emit_subgraph_function(partitioned: PartitionedComputation, subgraph: Subgraph) -> func.FuncOp:
+    """``func.func private @name(params..., indices...) -> (root element types)`` (SPEC.md §4.5)."""
+    buffers = buffer_arguments(partitioned)
+    param_types = [tensor_type(p.shape, p.name) for p in buffers]
+    rank = subgraph.index_rank
+    result_types = [element_type(r.shape.element_type, r.name) for r in subgraph.roots]
+    block = Block(arg_types=[*param_types, *([IndexType()] * rank)])
+    params, indices = block.args[:len(param_types)], tuple(block.args[len(param_types):])
+    for arg, p in zip(params, buffers):
+        arg.name_hint = _name_hint(p.name)
+    for i, arg in enumerate(indices):
+        arg.name_hint = f"i{i}"
+    emitter = FunctionEmitter(partitioned, subgraph, block, params, indices)
+    values = [emitter.emit(root, indices) for root in subgraph.roots]
+    emitter.insert(func.ReturnOp(*values))
+    return func.FuncOp(subgraph.name, ([*param_types, *([IndexType()] * rank)], result_types),
+                       Region(block), visibility="private")
+
+
+def _name_hint(name: str) -> str | None:
+    cleaned = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return cleaned if cleaned and not cleaned[0].isdigit() else None
+
+
+# --- index-only ops ---
+
+
+def _through_map(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
+    (indexing_map,) = op_output_to_input(instr)[0]
+    return em.operand(instr, 0, em.apply_map(indexing_map, indices))
+
+
+for _opcode in ("broadcast", "transpose", "reshape", "bitcast", "slice", "reverse", "copy"):
+    elemental_rule(_opcode)(_through_map)
+
+
+@elemental_rule("constant")
+def _constant_rule(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
+    literal = np.asarray(instr.literal)
+    if instr.literal is None or literal.dtype.kind in "OUS":
+        raise UnimplementedError(f"constant {instr.name} has no value in the text")
+    return em.constant(literal.item() if literal.dtype.kind != "V" else float(literal), instr.shape.element_type)
+
+
+@elemental_rule("iota")
+def _iota(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
+    position = indices[instr.attr("iota_dimension")]
+    name = instr.shape.element_type
+    mlir_type = element_type(name, instr.name)
+    if isinstance(mlir_type, IntegerType):
+        if mlir_type.width.data == 1:
+            return em.insert(arith.CmpiOp(position, em.index(0), "ne")).result
+        return em.insert(arith.IndexCastOp(position, mlir_type)).result
+    as_int = em.insert(arith.IndexCastOp(position, IntegerType(64))).result
+    return em.insert(arith.SIToFPOp(as_int, mlir_type)).result
+
+
+@elemental_rule("pad")
+def _pad(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
+    """The operand where the output index lands on one of its elements, else the padding value."""
+    operand_dims = instr.operands[0].shape.dimensions
+    in_bounds, source = None, []
+    for d, (index, pad) in enumerate(zip(indices, instr.attr("padding"))):
+        step = pad.interior + 1
+        shifted = em.insert(arith.SubiOp(index, em.index(pad.low))).result
+        position = em.insert(arith.DivSIOp(shifted, em.index(step))).result if step > 1 else shifted
+        checks = [arith.CmpiOp(shifted, em.index(0), "sge"),
+                  arith.CmpiOp(shifted, em.index((operand_dims[d] - 1) * step), "sle")]
+        if step > 1:
+            remainder = em.insert(arith.RemSIOp(shifted, em.index(step))).result
+            checks.append(arith.CmpiOp(remainder, em.index(0), "eq"))
+        for check in checks:
+            value = em.insert(check).result
+            in_bounds = value if in_bounds is None else em.insert(arith.AndIOp(in_bounds, value)).result
+        source.append(position)
+    result_type = element_type(instr.shape.element_type, instr.name)
+    if in_bounds is None:
+        return em.operand(instr, 0, ())
+    return em.if_else(in_bounds, result_type, lambda: em.operand(instr, 0, tuple(source)),
+                      lambda: em.operand(instr, 1, ()))
+
+
+@elemental_rule("concatenate")
+def _concatenate(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
+    """Nested ``scf.if``s choose the operand whose slice holds the index."""
+    dim = instr.attr("dimensions")[0]
+    result_type = element_type(instr.shape.element_type, instr.name)
+    offsets = [0]
+    for operand in instr.operands:
+        offsets.append(offsets[-1] + operand.shape.dimensions[dim])
+
+    def from_operand(k: int) -> SSAValue:
+        shifted = list(indices)
+        if offsets[k]:
+            shifted[dim] = em.insert(arith.SubiOp(indices[dim], em.index(offsets[k]))).result
+        return em.operand(instr, k, tuple(shifted))
+
+    def choose(k: int) -> SSAValue:
+        if k == len(instr.operands) - 1:
+            return from_operand(k)
+        below = em.insert(arith.CmpiOp(indices[dim], em.index(offsets[k + 1]), "slt")).result
+        return em.if_else(below, result_type, lambda: from_operand(k), lambda: choose(k + 1))
+
+    return choose(0)
+
+
+@elemental_rule("dynamic-slice")
+def _dynamic_slice(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
+    """Start offsets are clamped so the slice stays inside the operand, as XLA does."""
+    operand_dims = instr.operands[0].shape.dimensions
+    sizes = instr.attr("dynamic_slice_sizes")
+    source = []
+    for d, index in enumerate(indices):
+        start = em.to_index(em.emit(instr.operands[1 + d], ()), instr.operands[1 + d].shape.element_type)
+        start = em.insert(arith.MaxSIOp(start, em.index(0))).result
+        start = em.insert(arith.MinSIOp(start, em.index(operand_dims[d] - sizes[d]))).result
+        source.append(em.insert(arith.AddiOp(index, start)).result)
+    return em.operand(instr, 0, tuple(source))
+
+
+@elemental_rule("gather")
+def _gather(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
+    """A canonical gather (SPEC.md §4.4.3): row ``d0`` of the indices holds the
+    start of the slice, clamped so the slice stays inside the operand."""
+    operand, starts = instr.operands
+    rank = len(operand.shape.dimensions)
+    canonical = (
+        tuple(instr.attr("offset_dims")) == tuple(range(1, rank + 1))
+        and not tuple(instr.attr("collapsed_slice_dims") or ())
+        and instr.attr("index_vector_dim") == 1
+        and len(starts.shape.dimensions) == 2
+        and tuple(instr.attr("start_index_map")) == tuple(range(starts.shape.dimensions[1]))
+    )
+    if not canonical:
+        raise UnimplementedError(f"gather ({instr.name}) is not in the canonical form of gather_simplifier")
+    sizes = instr.attr("slice_sizes")
+    source = list(indices[1:])
+    for k in range(starts.shape.dimensions[1]):
+        start = em.to_index(em.emit(starts, (indices[0], em.index(k))), starts.shape.element_type)
+        start = em.insert(arith.MaxSIOp(start, em.index(0))).result
+        start = em.insert(arith.MinSIOp(start, em.index(operand.shape.dimensions[k] - sizes[k]))).result
+        source[k] = em.insert(arith.AddiOp(source[k], start)).result
+    return em.operand(instr, 0, tuple(source))

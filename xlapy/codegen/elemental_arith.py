@@ -1,0 +1,403 @@
+"""Elemental rules of the arithmetic opcodes: one entry per opcode in
+``ELEMENTAL``, with the semantics of xlapy's interpreter (which follows
+XLA's): integer division by zero gives -1 (all bits set), ``INT_MIN / -1`` is
+``INT_MIN``, ``x % 0`` is ``x``; shifts past the width give 0 (or the sign);
+float→int conversion truncates and saturates with NaN → 0; maximum/minimum
+propagate NaN. Narrow floats (bf16, f16) are computed in their own type, which
+the backend performs in f32 with a rounding after every op, as XLA does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.dialects import arith, math
+from xdsl.dialects.builtin import Float32Type, Float64Type, IntegerType
+from xdsl.ir import Attribute, SSAValue
+from xdsl.irdl import irdl_op_definition, traits_def
+from xdsl.traits import Pure
+
+from xlapy.codegen.elemental import FunctionEmitter, Indices, elemental_rule
+from xlapy.codegen.types import element_type, is_float, is_unsigned
+from xlapy.errors import UnimplementedError
+from xlapy.hlo.ir import HloInstruction
+
+
+@irdl_op_definition
+class RemFOp(arith.FloatingPointLikeBinaryOperation):
+    """``arith.remf`` (C's fmod), which xDSL's arith dialect lacks."""
+
+    name = "arith.remf"
+    traits = traits_def(Pure())
+
+
+def _type_name(instr: HloInstruction, k: int = 0) -> str:
+    return instr.operands[k].shape.element_type
+
+
+def _elementwise(*opcodes: str):
+    """Registers ``build(em, instr, operand values) -> value`` for ``opcodes``."""
+
+    def register(build: Callable[[FunctionEmitter, HloInstruction, list[SSAValue]], SSAValue]):
+        def rule_(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
+            operands = [em.emit(op, indices if op.shape.dimensions else ()) for op in instr.operands]
+            return build(em, instr, operands)
+
+        for opcode in opcodes:
+            elemental_rule(opcode)(rule_)
+        return build
+
+    return register
+
+
+def _by_kind(float_op=None, signed_op=None, unsigned_op=None, pred_op=None):
+    """A binary or unary op chosen by the operand's element type."""
+
+    def build(em: FunctionEmitter, instr: HloInstruction, operands: list[SSAValue]) -> SSAValue:
+        name = _type_name(instr)
+        if is_float(name):
+            op = float_op
+        elif name == "pred" and pred_op is not None:
+            op = pred_op
+        else:
+            op = unsigned_op if is_unsigned(name) else signed_op
+        if op is None:
+            raise UnimplementedError(f"{instr.opcode} ({instr.name}) on {name} is not supported")
+        return em.insert(op(*operands)).results[0]
+
+    return build
+
+
+for _opcode, _ops in {
+    "add": (arith.AddfOp, arith.AddiOp, arith.AddiOp, arith.XOrIOp),
+    "subtract": (arith.SubfOp, arith.SubiOp, arith.SubiOp, arith.XOrIOp),
+    "multiply": (arith.MulfOp, arith.MuliOp, arith.MuliOp, arith.AndIOp),
+    "maximum": (arith.MaximumfOp, arith.MaxSIOp, arith.MaxUIOp, arith.OrIOp),
+    "minimum": (arith.MinimumfOp, arith.MinSIOp, arith.MinUIOp, arith.AndIOp),
+    "and": (None, arith.AndIOp, arith.AndIOp, arith.AndIOp),
+    "or": (None, arith.OrIOp, arith.OrIOp, arith.OrIOp),
+    "xor": (None, arith.XOrIOp, arith.XOrIOp, arith.XOrIOp),
+    "atan2": (math.Atan2Op, None, None, None),
+}.items():
+    _elementwise(_opcode)(_by_kind(*_ops))
+
+for _opcode, _op in {
+    "exponential": math.ExpOp, "exponential-minus-one": math.ExpM1Op, "log": math.LogOp,
+    "log-plus-one": math.Log1pOp, "sine": math.SinOp, "cosine": math.CosOp, "tan": math.TanOp,
+    "tanh": math.TanhOp, "erf": math.ErfOp, "cbrt": math.CbrtOp, "sqrt": math.SqrtOp, "floor": math.FloorOp,
+    "ceil": math.CeilOp, "round-nearest-even": math.RoundEvenOp, "round-nearest-afz": math.RoundOp,
+}.items():
+    _elementwise(_opcode)(_by_kind(float_op=_op))
+
+
+def _const_like(em: FunctionEmitter, value: float | int, name: str) -> SSAValue:
+    return em.constant(value, name)
+
+
+@_elementwise("negate")
+def _negate(em, instr, operands):
+    name = _type_name(instr)
+    if is_float(name):
+        return em.insert(arith.NegfOp(operands[0])).result
+    return em.insert(arith.SubiOp(_const_like(em, 0, name), operands[0])).result
+
+
+@_elementwise("abs")
+def _abs(em, instr, operands):
+    name = _type_name(instr)
+    if is_float(name):
+        return em.insert(math.AbsFOp(operands[0])).result
+    if is_unsigned(name):
+        return operands[0]
+    return em.insert(math.AbsIOp(operands[0])).result
+
+
+@_elementwise("sign")
+def _sign(em, instr, operands):
+    (x,) = operands
+    name = _type_name(instr)
+    if is_float(name):
+        # sign(±0) = ±0 and sign(NaN) = NaN: keep x unless it is a nonzero number.
+        one = em.insert(math.CopySignOp(_const_like(em, 1.0, name), x)).result
+        keep = em.insert(arith.CmpfOp(x, _const_like(em, 0.0, name), "ueq")).result
+        return em.insert(arith.SelectOp(keep, x, one)).result
+    zero = _const_like(em, 0, name)
+    positive = em.insert(arith.CmpiOp(x, zero, "ugt" if is_unsigned(name) else "sgt")).result
+    as_int = em.insert(arith.ExtUIOp(positive, x.type)).result
+    if is_unsigned(name):
+        return as_int
+    negative = em.insert(arith.CmpiOp(x, zero, "slt")).result
+    minus = em.insert(arith.ExtUIOp(negative, x.type)).result
+    return em.insert(arith.SubiOp(as_int, minus)).result
+
+
+@_elementwise("not")
+def _not(em, instr, operands):
+    name = _type_name(instr)
+    return em.insert(arith.XOrIOp(operands[0], _const_like(em, 1 if name == "pred" else -1, name))).result
+
+
+@_elementwise("popcnt")
+def _popcnt(em, instr, operands):
+    return em.insert(math.CtPopOp(operands[0])).result
+
+
+@_elementwise("count-leading-zeros")
+def _clz(em, instr, operands):
+    return em.insert(math.CountLeadingZerosOp(operands[0])).result
+
+
+@_elementwise("rsqrt")
+def _rsqrt(em, instr, operands):
+    # 1 / sqrt(x), two roundings, as the interpreter computes it.
+    root = em.insert(math.SqrtOp(operands[0])).result
+    return em.insert(arith.DivfOp(_const_like(em, 1.0, _type_name(instr)), root)).result
+
+
+@_elementwise("is-finite")
+def _is_finite(em, instr, operands):
+    magnitude = em.insert(math.AbsFOp(operands[0])).result
+    return em.insert(arith.CmpfOp(magnitude, _const_like(em, float("inf"), _type_name(instr)), "one")).result
+
+
+_WIDER = {"bf16": Float32Type, "f16": Float32Type, "f32": Float64Type}
+
+
+def _in_wider_type(em: FunctionEmitter, instr: HloInstruction, operands: list[SSAValue],
+                   body: Callable[[list[SSAValue]], SSAValue]) -> SSAValue:
+    """``body`` (a formula of several roundings) computed in a wider type and
+    rounded once at the end, like the interpreter's single rounding: f32 for
+    bf16/f16, f64 for f32."""
+    wider = _WIDER.get(_type_name(instr))
+    if wider is None:
+        return body(operands)
+    wide = [em.insert(arith.ExtFOp(x, wider())).result for x in operands]
+    return em.insert(arith.TruncFOp(body(wide), operands[0].type)).result
+
+
+@_elementwise("logistic")
+def _logistic(em, instr, operands):
+    def body(values: list[SSAValue]) -> SSAValue:
+        (x,) = values
+        type_name = {Float64Type(): "f64", Float32Type(): "f32"}.get(x.type, _type_name(instr))
+        one = _const_like(em, 1.0, type_name)
+        minus_x = em.insert(arith.NegfOp(x)).result
+        denominator = em.insert(arith.AddfOp(one, em.insert(math.ExpOp(minus_x)).result)).result
+        return em.insert(arith.DivfOp(one, denominator)).result
+
+    return _in_wider_type(em, instr, operands, body)
+
+
+@_elementwise("divide")
+def _divide(em, instr, operands):
+    name = _type_name(instr)
+    a, b = operands
+    if is_float(name):
+        return em.insert(arith.DivfOp(a, b)).result
+    by_zero, overflow, safe = _division_parts(em, name, a, b)
+    quotient = em.insert((arith.DivUIOp if is_unsigned(name) else arith.DivSIOp)(a, safe)).result
+    result = em.insert(arith.SelectOp(overflow, a, quotient)).result if overflow is not None else quotient
+    return em.insert(arith.SelectOp(by_zero, _const_like(em, -1, name), result)).result
+
+
+@_elementwise("remainder")
+def _remainder(em, instr, operands):
+    name = _type_name(instr)
+    a, b = operands
+    if is_float(name):
+        return em.insert(RemFOp(a, b)).result
+    by_zero, overflow, safe = _division_parts(em, name, a, b)
+    rest = em.insert((arith.RemUIOp if is_unsigned(name) else arith.RemSIOp)(a, safe)).result
+    if overflow is not None:
+        rest = em.insert(arith.SelectOp(overflow, _const_like(em, 0, name), rest)).result
+    return em.insert(arith.SelectOp(by_zero, a, rest)).result
+
+
+def _division_parts(em: FunctionEmitter, name: str, a: SSAValue, b: SSAValue):
+    """(b == 0, INT_MIN / -1 or None for unsigned types, a divisor safe to use)."""
+    zero = _const_like(em, 0, name)
+    by_zero = em.insert(arith.CmpiOp(b, zero, "eq")).result
+    unsafe = by_zero
+    overflow = None
+    if not is_unsigned(name):
+        width = a.type.width.data
+        is_min = em.insert(arith.CmpiOp(a, _const_like(em, -(1 << (width - 1)), name), "eq")).result
+        is_minus_one = em.insert(arith.CmpiOp(b, _const_like(em, -1, name), "eq")).result
+        overflow = em.insert(arith.AndIOp(is_min, is_minus_one)).result
+        unsafe = em.insert(arith.OrIOp(by_zero, overflow)).result
+    safe = em.insert(arith.SelectOp(unsafe, _const_like(em, 1, name), b)).result
+    return by_zero, overflow, safe
+
+
+def _shift(kind: str):
+    def build(em, instr, operands):
+        name = _type_name(instr)
+        a, amount = operands
+        width = a.type.width.data
+        # The amount is read as unsigned: negative amounts are past the width too.
+        too_far = em.insert(arith.CmpiOp(amount, _const_like(em, width, name), "uge")).result
+        safe = em.insert(arith.SelectOp(too_far, _const_like(em, 0, name), amount)).result
+        if kind == "left":
+            shifted, past = em.insert(arith.ShLIOp(a, safe)).result, _const_like(em, 0, name)
+        elif kind == "logical":
+            shifted, past = em.insert(arith.ShRUIOp(a, safe)).result, _const_like(em, 0, name)
+        else:
+            shifted = em.insert(arith.ShRSIOp(a, safe)).result
+            past = em.insert(arith.ShRSIOp(a, _const_like(em, width - 1, name))).result
+        return em.insert(arith.SelectOp(too_far, past, shifted)).result
+
+    return build
+
+
+_elementwise("shift-left")(_shift("left"))
+_elementwise("shift-right-logical")(_shift("logical"))
+_elementwise("shift-right-arithmetic")(_shift("arithmetic"))
+
+_FLOAT_PREDICATES = {"EQ": "oeq", "NE": "une", "LT": "olt", "LE": "ole", "GT": "ogt", "GE": "oge"}
+_INT_PREDICATES = {"EQ": "eq", "NE": "ne", "LT": "lt", "LE": "le", "GT": "gt", "GE": "ge"}
+
+
+@_elementwise("compare")
+def _compare(em, instr, operands):
+    direction = instr.attr("direction")
+    name = _type_name(instr)
+    a, b = operands
+    if is_float(name) and instr.attr("type") == "TOTALORDER":
+        a, b = (_total_order_key(em, x) for x in (a, b))
+        name = "s64"
+    if is_float(name):
+        return em.insert(arith.CmpfOp(a, b, _FLOAT_PREDICATES[direction])).result
+    predicate = _INT_PREDICATES[direction]
+    if predicate not in ("eq", "ne"):
+        predicate = ("u" if is_unsigned(name) else "s") + predicate
+    return em.insert(arith.CmpiOp(a, b, predicate)).result
+
+
+def _total_order_key(em: FunctionEmitter, x: SSAValue) -> SSAValue:
+    """An integer whose signed order is IEEE totalOrder on the float ``x``."""
+    width = x.type.bitwidth
+    int_type = IntegerType(width)
+    bits = em.insert(arith.BitcastOp(x, int_type)).result
+    sign = em.insert(arith.ShRSIOp(bits, em.insert(arith.ConstantOp.from_int_and_width(width - 1, width)).result))
+    mask = em.insert(arith.ConstantOp.from_int_and_width((1 << (width - 1)) - 1, width)).result
+    flip = em.insert(arith.AndIOp(sign.result, mask)).result
+    return em.insert(arith.XOrIOp(bits, flip)).result
+
+
+@_elementwise("select")
+def _select(em, instr, operands):
+    return em.insert(arith.SelectOp(*operands)).result
+
+
+@_elementwise("clamp")
+def _clamp(em, instr, operands):
+    low, x, high = operands
+    name = _type_name(instr, 1)
+    if is_float(name):
+        bigger = em.insert(arith.MaximumfOp(x, low)).result
+        return em.insert(arith.MinimumfOp(bigger, high)).result
+    max_op, min_op = (arith.MaxUIOp, arith.MinUIOp) if is_unsigned(name) else (arith.MaxSIOp, arith.MinSIOp)
+    return em.insert(min_op(em.insert(max_op(x, low)).result, high)).result
+
+
+@_elementwise("power")
+def _power(em, instr, operands):
+    name = _type_name(instr)
+    if is_float(name):
+        return _in_wider_type(em, instr, operands, lambda v: em.insert(math.PowFOp(*v)).result)
+    return _integer_power(em, name, *operands)
+
+
+def _integer_power(em: FunctionEmitter, name: str, base: SSAValue, exponent: SSAValue) -> SSAValue:
+    """XLA's integer power: six squarings (only the exponent's low six bits
+    count); a negative exponent gives 1 for base 1, ±1 for base -1, else 0."""
+    one, zero = _const_like(em, 1, name), _const_like(em, 0, name)
+    result, power = one, base
+    for i in range(6):
+        bit = em.insert(arith.AndIOp(em.insert(arith.ShRUIOp(exponent, _const_like(em, i, name))).result, one)).result
+        is_set = em.insert(arith.CmpiOp(bit, zero, "ne")).result
+        result = em.insert(arith.SelectOp(is_set, em.insert(arith.MuliOp(result, power)).result, result)).result
+        power = em.insert(arith.MuliOp(power, power)).result
+    negative = em.insert(arith.CmpiOp(exponent, zero, "slt")).result
+    base_is_one = em.insert(arith.CmpiOp(base, one, "eq")).result
+    minus_one = _const_like(em, -1, name)
+    base_is_minus_one = em.insert(arith.CmpiOp(base, minus_one, "eq")).result
+    odd = em.insert(arith.CmpiOp(em.insert(arith.AndIOp(exponent, one)).result, zero, "ne")).result
+    minus_result = em.insert(arith.SelectOp(odd, minus_one, one)).result
+    negative_result = em.insert(arith.SelectOp(base_is_one, one, zero)).result
+    if not is_unsigned(name):
+        negative_result = em.insert(arith.SelectOp(base_is_minus_one, minus_result, negative_result)).result
+    return em.insert(arith.SelectOp(negative, negative_result, result)).result
+
+
+@_elementwise("convert")
+def _convert(em, instr, operands):
+    return convert(em, operands[0], _type_name(instr), instr.shape.element_type)
+
+
+def convert(em: FunctionEmitter, x: SSAValue, source: str, target: str) -> SSAValue:
+    """XLA's ``convert`` from HLO type ``source`` to ``target``."""
+    if source == target:
+        return x
+    target_type = element_type(target)
+    if target == "pred":
+        zero = _const_like(em, 0 if not is_float(source) else 0.0, source)
+        op = arith.CmpfOp(x, zero, "une") if is_float(source) else arith.CmpiOp(x, zero, "ne")
+        return em.insert(op).result
+    if is_float(source) and is_float(target):
+        return _float_to_float(em, x, source, target)
+    if is_float(target):
+        op = arith.UIToFPOp if is_unsigned(source) else arith.SIToFPOp
+        return em.insert(op(x, target_type)).result
+    if is_float(source):
+        return _float_to_int(em, x, source, target)
+    source_width, target_width = x.type.width.data, target_type.width.data
+    if source_width == target_width:
+        return x
+    if source_width > target_width:
+        return em.insert(arith.TruncIOp(x, target_type)).result
+    op = arith.ExtUIOp if is_unsigned(source) else arith.ExtSIOp
+    return em.insert(op(x, target_type)).result
+
+
+def _width(name: str) -> int:
+    return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}[name]
+
+
+def _float_to_float(em: FunctionEmitter, x: SSAValue, source: str, target: str) -> SSAValue:
+    if {source, target} == {"f16", "bf16"}:
+        x = _float_to_float(em, x, source, "f32")
+        source = "f32"
+    op = arith.ExtFOp if _width(target) > _width(source) else arith.TruncFOp
+    return em.insert(op(x, element_type(target))).result
+
+
+def _float_to_int(em: FunctionEmitter, x: SSAValue, source: str, target: str) -> SSAValue:
+    """Truncation toward zero, saturating at the target's bounds, NaN → 0."""
+    target_type = element_type(target)
+    width = target_type.width.data
+    unsigned = is_unsigned(target)
+    low, high = (0, (1 << width) - 1) if unsigned else (-(1 << (width - 1)), (1 << (width - 1)) - 1)
+    converted = em.insert((arith.FPToUIOp if unsigned else arith.FPToSIOp)(x, target_type)).result
+    # fl(high) is the first float >= high, so x >= fl(high) means trunc(x) >= high.
+    above = em.insert(arith.CmpfOp(x, _const_like(em, float(high), source), "oge")).result
+    below = em.insert(arith.CmpfOp(x, _const_like(em, float(low), source), "ole")).result
+    is_nan = em.insert(arith.CmpfOp(x, x, "uno")).result
+    result = em.insert(arith.SelectOp(above, _const_like(em, high, target), converted)).result
+    result = em.insert(arith.SelectOp(below, _const_like(em, low, target), result)).result
+    return em.insert(arith.SelectOp(is_nan, _const_like(em, 0, target), result)).result
+
+
+@_elementwise("bitcast-convert")
+def _bitcast_convert(em, instr, operands):
+    source, target = _type_name(instr), instr.shape.element_type
+    target_type: Attribute = element_type(target, instr.name)
+    if _bits(source) != _bits(target):
+        raise UnimplementedError(f"bitcast-convert ({instr.name}) between types of different widths")
+    return em.insert(arith.BitcastOp(operands[0], target_type)).result
+
+
+def _bits(name: str) -> int:
+    from xlapy.shapes import ELEMENT_TYPES
+
+    return ELEMENT_TYPES[name].bit_width

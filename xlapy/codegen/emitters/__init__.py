@@ -1,0 +1,1 @@
+"""Hero-based emitters: one module per hero (SPEC.md §4.1)."""

@@ -1,0 +1,96 @@
+"""Launch dimensions and the default thread-to-output indexing map
+(XLA's launch_dimensions and GetDefaultThreadIdIndexingMap).
+
+A device is described by how many threads a block runs and how many bytes one
+thread's vector covers. On the GPU these are real threads and registers; on
+the CPU a block is a unit of parallel work, the threads are an inner loop and
+the vector is the host's SIMD register (``Device.host()``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xlapy.indexing import IndexingMap
+from xlapy.indexing.affine import add, const, dim, floordiv, mod, mul, sym
+from xlapy.indexing.indexing_map import Variable
+from xlapy.indexing.interval import Interval
+from xlapy.shapes import ELEMENT_TYPES, Shape
+
+
+@dataclass(frozen=True)
+class Device:
+    """``threads_per_block`` threads per block; a thread handles up to
+    ``vector_bytes`` bytes of output per iteration (at most ``max_vector``
+    elements, XLA's unroll limit)."""
+
+    name: str
+    threads_per_block: int = 128
+    vector_bytes: int = 16
+    max_vector: int = 4
+
+    @staticmethod
+    def gpu() -> Device:
+        """XLA:GPU's loop emitter defaults: 128 threads, up to 4 elements a thread."""
+        return Device("gpu")
+
+    @staticmethod
+    def host() -> Device:
+        """The CPU running xlapy: vectors as wide as its SIMD registers."""
+        import llvmlite.binding as llvm
+
+        features = llvm.get_host_cpu_features()
+        vector_bytes = 64 if features.get("avx512f") else 32 if features.get("avx2") else 16
+        return Device("cpu", threads_per_block=128, vector_bytes=vector_bytes, max_vector=64)
+
+
+@dataclass(frozen=True)
+class LaunchDimensions:
+    threads_per_block: int
+    blocks: int
+    vector_size: int
+
+    @property
+    def elements_per_block(self) -> int:
+        return self.threads_per_block * self.vector_size
+
+
+def loop_launch_dimensions(shape: Shape, device: Device) -> LaunchDimensions:
+    """Threads, blocks and vector size of a loop fusion writing ``shape``.
+
+    The vector covers ``vector_bytes`` of the widest element computed (at
+    least 4 bytes: narrow floats are computed in f32), and must divide the
+    element count so that no vector straddles the end."""
+    count = math.prod(shape.dimensions)
+    bits = max(32, ELEMENT_TYPES[shape.element_type].bit_width)
+    vector = max(1, min(device.max_vector, device.vector_bytes * 8 // bits))
+    while vector > 1 and count % vector:
+        vector //= 2
+    threads = min(device.threads_per_block, max(1, -(-count // vector)))
+    blocks = max(1, -(-count // (threads * vector)))
+    return LaunchDimensions(threads, blocks, vector)
+
+
+def thread_id_to_output_map(launch: LaunchDimensions, shape: Shape) -> IndexingMap:
+    """``(th_x, bl_x)[vector_index] -> (output indices)``: consecutive threads
+    and vector lanes write consecutive elements in the output's physical order
+    (coalesced writes); the element count bounds the linear index."""
+    dims = shape.dimensions
+    count = math.prod(dims)
+    linear = add(mul(add(mul(dim(1), const(launch.threads_per_block)), dim(0)), const(launch.vector_size)), sym(0))
+    minor_to_major = shape.layout.minor_to_major if shape.layout is not None else tuple(range(len(dims) - 1, -1, -1))
+    results = [const(0)] * len(dims)
+    stride = 1
+    for d in minor_to_major:
+        part = floordiv(linear, const(stride)) if stride > 1 else linear
+        results[d] = mod(part, const(dims[d])) if stride * dims[d] < count else part
+        stride *= dims[d]
+    constraints = [] if launch.blocks * launch.elements_per_block == count else [(linear, Interval(0, count - 1))]
+    indexing_map = IndexingMap.from_exprs(
+        results,
+        [Variable(Interval(0, launch.threads_per_block - 1), "th_x"), Variable(Interval(0, launch.blocks - 1), "bl_x")],
+        [Variable(Interval(0, launch.vector_size - 1), "vector_index")],
+        constraints=constraints,
+    )
+    return indexing_map.simplify().sort_summands()

@@ -1,0 +1,109 @@
+"""MLIR text in and out: ``parse_mlir`` reads a module written with the
+dialects codegen uses (builtin, func, arith, math, scf, tensor, vector, gpu,
+llvm, xla); ``print_mlir`` prints one, optionally with ``#map`` aliases for
+the indexing maps as XLA's dumps (SPEC.md [A71]-[A78]) show them."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import gpu
+from xdsl.dialects.arith import Arith
+from xdsl.dialects.builtin import Builtin, ModuleOp
+from xdsl.dialects.func import Func
+from xdsl.dialects.llvm import LLVM
+from xdsl.dialects.math import Math
+from xdsl.dialects.scf import Scf
+from xdsl.dialects.tensor import Tensor
+from xdsl.dialects.vector import Vector
+from xdsl.ir import Attribute, Dialect, Operation
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import ParseError as XdslParseError
+from xdsl.utils.exceptions import VerifyException
+
+from xlapy.codegen.dialect import XLA, BlockIdOp, IndexingMapAttr, ThreadIdOp, print_id_op
+from xlapy.errors import ParseError, VerifyError
+
+# xDSL's gpu.thread_id/gpu.block_id only have the generic syntax; ours read `gpu.thread_id x`.
+_REPLACED_GPU_OPS = {gpu.ThreadIdOp: ThreadIdOp, gpu.BlockIdOp: BlockIdOp}
+GPU = Dialect(
+    "gpu",
+    [_REPLACED_GPU_OPS.get(op, op) for op in gpu.GPU.operations],
+    list(gpu.GPU.attributes),
+)
+
+
+def make_context() -> Context:
+    """A context with every dialect codegen's IR uses."""
+    ctx = Context()
+    for dialect in (Builtin, Func, Arith, Math, Scf, Tensor, Vector, GPU, LLVM, XLA):
+        ctx.load_dialect(dialect)
+    return ctx
+
+
+def parse_mlir(text: str, verify: bool = True) -> ModuleOp:
+    """The module in ``text`` (a ``builtin.module`` or top-level ops, with
+    optional ``#alias = ...`` definitions), verified unless told not to."""
+    try:
+        module = Parser(make_context(), text).parse_module()
+    except XdslParseError as error:
+        raise ParseError(str(error)) from error
+    if verify:
+        verify_op(module)
+    return module
+
+
+def verify_op(op: Operation) -> None:
+    """``op.verify()`` reporting a broken invariant as xlapy's ``VerifyError``."""
+    try:
+        op.verify()
+    except VerifyException as error:
+        raise VerifyError(str(error)) from error
+
+
+def print_mlir(op: Operation, map_aliases: bool = False) -> str:
+    """``op`` in MLIR's custom syntax. With ``map_aliases`` the indexing maps
+    are defined once at the top (``#map = #xla.indexing_map<"...">``) and
+    referred to as ``#map``, ``#map1``, ... in the order they first occur."""
+    aliases: dict[Attribute, str] = {}
+    if map_aliases:
+        for nested in op.walk():
+            for attr in [*nested.properties.values(), *nested.attributes.values()]:
+                if isinstance(attr, IndexingMapAttr) and attr not in aliases:
+                    aliases[attr] = "#map" + (str(len(aliases)) if aliases else "")
+    stream = io.StringIO()
+    printer = _Printer(stream=stream)
+    for attr, alias in aliases.items():
+        printer.print_string(f"{alias} = ")
+        printer.print_attribute(attr)
+        printer.print_string("\n")
+    if aliases:
+        printer.print_string("\n")
+    printer.aliases = aliases
+    printer.print_op(op)
+    printer.print_string("\n")
+    return stream.getvalue()
+
+
+@dataclass(eq=False, repr=False)
+class _Printer(Printer):
+    aliases: dict[Attribute, str] = field(default_factory=dict)
+
+    def print_attribute(self, attribute: Attribute) -> None:
+        alias = self.aliases.get(attribute) if isinstance(attribute, IndexingMapAttr) else None
+        if alias is not None:
+            self.print_string(alias)
+        else:
+            super().print_attribute(attribute)
+
+    def print_op(self, op: Operation) -> None:
+        # xDSL's own id classes (built by code that does not use ours) get the short syntax too.
+        if type(op) in _REPLACED_GPU_OPS and not self.print_generic_format:
+            self._print_results(op)
+            self.print_string(op.name)
+            print_id_op(op, self)
+            return
+        super().print_op(op)

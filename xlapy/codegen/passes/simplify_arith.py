@@ -1,0 +1,130 @@
+"""``simplify-arith``: folds comparisons that value ranges decide, and the
+``scf.if``s they guard (XLA's simplify_arith).
+
+Ranges come from ``xla.range`` on thread and block ids, from ``scf.for``
+bounds for induction variables and from constants. After
+``lower-xla-loops-to-scf`` the in-domain check of the loop emitter's
+``xla.loop`` compares thread and block ids against their own bounds; folding
+it exposes the loop body to vectorization ([A73] → [A74]).
+"""
+
+from __future__ import annotations
+
+from xdsl.context import Context
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from xlapy.codegen.dialect import get_range
+
+_DECIDERS = {
+    "eq": lambda a, b: True if a[0] == a[1] == b[0] == b[1] else False if a[1] < b[0] or b[1] < a[0] else None,
+    "ne": lambda a, b: False if a[0] == a[1] == b[0] == b[1] else True if a[1] < b[0] or b[1] < a[0] else None,
+    "slt": lambda a, b: True if a[1] < b[0] else False if a[0] >= b[1] else None,
+    "sle": lambda a, b: True if a[1] <= b[0] else False if a[0] > b[1] else None,
+    "sgt": lambda a, b: True if a[0] > b[1] else False if a[1] <= b[0] else None,
+    "sge": lambda a, b: True if a[0] >= b[1] else False if a[1] < b[0] else None,
+}
+
+
+def value_range(value: SSAValue) -> tuple[int, int] | None:
+    """Inclusive bounds of an ``index`` value, when they are known."""
+    owner = value.owner
+    if isinstance(owner, Operation):
+        if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+            v = owner.value.value.data
+            return v, v
+        return get_range(owner)
+    parent = owner.parent_op()
+    if isinstance(parent, scf.ForOp) and value is parent.body.block.args[0]:
+        low, high = value_range(parent.lb), value_range(parent.ub)
+        if low is not None and high is not None and high[0] > low[1]:
+            return low[0], high[1] - 1
+    return None
+
+
+def _bool(value: bool) -> arith.ConstantOp:
+    return arith.ConstantOp(IntegerAttr(int(value), IntegerType(1)))
+
+
+def _known_bool(value: SSAValue) -> bool | None:
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr) and value.type == IntegerType(1):
+        return bool(owner.value.value.data & 1)
+    return None
+
+
+def _fold_compare(op: arith.CmpiOp) -> bool | None:
+    if op.lhs.type != IndexType():
+        return None
+    decide = _DECIDERS.get(arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data])
+    lhs, rhs = value_range(op.lhs), value_range(op.rhs)
+    if decide is None or lhs is None or rhs is None:
+        return None
+    return decide(lhs, rhs)
+
+
+def _fold_and(op: arith.AndIOp) -> SSAValue | bool | None:
+    lhs, rhs = _known_bool(op.lhs), _known_bool(op.rhs)
+    if lhs is False or rhs is False:
+        return False
+    if lhs is True:
+        return op.rhs
+    if rhs is True:
+        return op.lhs
+    return None
+
+
+class SimplifyArithPass(ModulePass):
+    name = "simplify-arith"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for nested in list(op.walk()):
+            if nested.parent is None:
+                continue  # erased with an enclosing op
+            if isinstance(nested, arith.CmpiOp):
+                decided = _fold_compare(nested)
+                if decided is not None:
+                    Rewriter.replace_op(nested, _bool(decided))
+            elif isinstance(nested, arith.AndIOp) and nested.result.type == IntegerType(1):
+                folded = _fold_and(nested)
+                if isinstance(folded, bool):
+                    Rewriter.replace_op(nested, _bool(folded))
+                elif folded is not None:
+                    Rewriter.replace_op(nested, [], [folded])
+            elif isinstance(nested, scf.IfOp):
+                _fold_if(nested)
+        _erase_dead(op)
+
+
+def _fold_if(op: scf.IfOp) -> None:
+    """An ``scf.if`` on a known condition becomes the region it takes."""
+    taken = _known_bool(op.cond)
+    if taken is None:
+        return
+    region = op.true_region if taken else op.false_region
+    if not region.blocks:
+        if not op.results:
+            Rewriter.erase_op(op)
+        return
+    block = region.block
+    terminator = block.last_op
+    results = list(terminator.operands) if terminator is not None else []
+    if terminator is not None:
+        Rewriter.erase_op(terminator)
+    Rewriter.inline_block(block, InsertPoint.before(op))
+    Rewriter.replace_op(op, [], results)
+
+
+def _erase_dead(module: ModuleOp) -> None:
+    """Drops the constants and comparisons the folds left without uses."""
+    changed = True
+    while changed:
+        changed = False
+        for nested in list(module.walk()):
+            if isinstance(nested, (arith.ConstantOp, arith.CmpiOp, arith.AndIOp)) and nested.parent is not None \
+                    and all(not r.uses for r in nested.results):
+                Rewriter.erase_op(nested)
+                changed = True

@@ -1,0 +1,161 @@
+"""``unroll-loops`` (SPEC.md §4, [A75] → [A76]; the unrolling half of XLA's
+``optimize_loops.cc``).
+
+An ``scf.for`` with constant bounds and step is replaced by one copy of its
+body per iteration, the induction variable replaced by an ``arith.constant``
+and the iter_args threaded from one copy to the next, when the loop is small:
+
+- at most ``MAX_TRIP_COUNT`` = 64 iterations, and
+- trip count × body cost ≤ ``MAX_UNROLLED_COST`` = 2048.
+
+The body cost counts every op of the body (nested regions included) as 1,
+except float ``math`` ops that expand into many instructions (``tanh``,
+``exp``, ``log``, ...: 20, XLA's estimate) and calls or loops still left in
+the body (the whole budget: the loop is not unrolled). XLA budgets 400 per
+loop and then unrolls only partially by a factor dividing the trip count; here
+loops are only unrolled fully, so the budget is larger: 64 iterations of a
+body of ~32 cheap ops, which still compiles quickly with LLVM's O3 on the CPU
+while removing every loop over vector lanes (``vector_index`` has at most 64
+values). Inner loops are unrolled first, so the cost of an outer loop is that
+of its unrolled body.
+"""
+
+from __future__ import annotations
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, math, scf
+from xdsl.dialects.builtin import AnyFloat, IntegerAttr, ModuleOp
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.traits import IsolatedFromAbove
+
+from xlapy.codegen.dialect import PureCallOp
+
+MAX_TRIP_COUNT = 64
+MAX_UNROLLED_COST = 2048
+EXPENSIVE_MATH_COST = 20
+
+# Float math ops that lower to one or a few instructions (XLA's list of cheap ones).
+_CHEAP_MATH = (
+    math.AbsFOp,
+    math.CeilOp,
+    math.CopySignOp,
+    math.FloorOp,
+    math.FmaOp,
+    math.RoundEvenOp,
+    math.RoundOp,
+    math.RsqrtOp,
+    math.SqrtOp,
+    math.TruncOp,
+)
+# Ops that make a body too big to copy: a call may be large, a loop that could not be unrolled stays a loop.
+_NEVER_COPIED = (scf.ForOp, func.CallOp, PureCallOp)
+
+
+def _constant_int(value: SSAValue) -> int | None:
+    op = value.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        return op.value.value.data
+    return None
+
+
+def trip_count(loop: scf.ForOp) -> int | None:
+    """The number of iterations when the bounds and a positive step are constants."""
+    lb, ub, step = (_constant_int(v) for v in (loop.lb, loop.ub, loop.step))
+    if lb is None or ub is None or step is None or step <= 0:
+        return None
+    return max(0, -(-(ub - lb) // step))
+
+
+def _op_cost(op: Operation) -> int:
+    if isinstance(op, _NEVER_COPIED):
+        return MAX_UNROLLED_COST + 1
+    is_float = any(isinstance(getattr(t, "element_type", t), AnyFloat) for t in op.result_types)
+    if op.dialect_name() == "math" and not isinstance(op, _CHEAP_MATH) and is_float:
+        return EXPENSIVE_MATH_COST
+    return 1
+
+
+def body_cost(loop: scf.ForOp) -> int:
+    """A rough size of one copy of the body (its terminator excluded)."""
+    return sum(_op_cost(op) for op in loop.body.walk() if not isinstance(op, scf.YieldOp) or op.parent_op() is not loop)
+
+
+def should_unroll(loop: scf.ForOp) -> bool:
+    count = trip_count(loop)
+    return count is not None and count <= MAX_TRIP_COUNT and count * body_cost(loop) <= MAX_UNROLLED_COST
+
+
+def _constants_before(loop: scf.ForOp) -> dict[tuple[int, Attribute], SSAValue]:
+    """Integer constants defined before the loop in its block or an enclosing
+    one up to the function (they dominate the unrolled copies)."""
+    constants: dict[tuple[int, Attribute], SSAValue] = {}
+    anchor: Operation | None = loop
+    while anchor is not None and (block := anchor.parent_block()) is not None:
+        for op in block.ops:
+            if op is anchor:
+                break
+            value = _constant_int(op.results[0]) if isinstance(op, arith.ConstantOp) else None
+            if value is not None:
+                constants.setdefault((value, op.results[0].type), op.results[0])
+        anchor = block.parent_op()
+        if anchor is not None and anchor.has_trait(IsolatedFromAbove):
+            break
+    return constants
+
+
+def unroll(loop: scf.ForOp) -> None:
+    """Replaces the loop by its iterations (constant bounds and step required)."""
+    count = trip_count(loop)
+    assert count is not None, "unroll needs constant bounds"
+    lb, step = _constant_int(loop.lb), _constant_int(loop.step)
+    assert lb is not None and step is not None
+    block = loop.body.block
+    iv, *iter_args = block.args
+    values: list[SSAValue] = list(loop.iter_args)
+    here = InsertPoint.before(loop)
+    constants = _constants_before(loop)
+    for i in range(count):
+        value = lb + i * step
+        if (value, iv.type) not in constants:
+            constant = arith.ConstantOp(IntegerAttr(value, iv.type))
+            constant.result.name_hint = f"c{value}"
+            Rewriter.insert_op(constant, here)
+            constants[value, iv.type] = constant.result
+        mapping: dict[SSAValue, SSAValue] = {iv: constants[value, iv.type], **dict(zip(iter_args, values))}
+        for op in block.ops:
+            if isinstance(op, scf.YieldOp):
+                values = [mapping.get(v, v) for v in op.arguments]
+            else:
+                # clone() adds the copy's results to the mapping for the ops after it.
+                Rewriter.insert_op(op.clone(mapping), here)
+    for result, value in zip(loop.results, values):
+        result.replace_all_uses_with(value)
+    Rewriter.erase_op(loop)
+
+
+def _loops_innermost_first(op: Operation) -> list[scf.ForOp]:
+    loops: list[scf.ForOp] = []
+    for region in op.regions:
+        for block in region.blocks:
+            for nested in block.ops:
+                loops += _loops_innermost_first(nested)
+    if isinstance(op, scf.ForOp):
+        loops.append(op)
+    return loops
+
+
+def unroll_loops(module: ModuleOp) -> None:
+    for loop in _loops_innermost_first(module):
+        if should_unroll(loop):
+            unroll(loop)
+
+
+class UnrollLoopsPass(ModulePass):
+    """Fully unrolls small constant-bound ``scf.for`` loops (see the module docstring)."""
+
+    name = "unroll-loops"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        unroll_loops(op)

@@ -1,0 +1,286 @@
+"""``vectorize-loads-stores`` (SPEC.md §4, [A74] → [A75]; XLA's
+``vectorize_loads_stores.cc``).
+
+In an ``scf.for %iv = 0 to N step 1`` (N a constant power of two, 2 to 64)
+whose body accesses a 1-D tensor at ``apply_indexing #map(..., %iv, ...)``
+with the map ``f(others) + iv`` (coefficient exactly 1) and ``f`` a multiple
+of N everywhere (aligned):
+
+- ``tensor.extract %t[%i]`` from a tensor defined outside the loop becomes a
+  ``vector.transfer_read %t[%base]`` of N elements hoisted before the loop and
+  ``vector.extract %v[%iv]`` inside it;
+- ``tensor.insert %x into %iter[%i]``, where ``%iter`` is the loop's iter_arg,
+  used only by this insert, and the insert's only use is the matching
+  ``scf.yield`` operand, becomes ``vector.insert %x, %iter_vector [%iv]`` into
+  a new vector iter_arg (initially zero); the tensor passes through the loop
+  unchanged and ``vector.transfer_write %res#vec, %init[%base]`` after the
+  loop replaces the loop's tensor result.
+
+``%base`` is the same apply_indexing with ``%iv`` replaced by 0, hoisted. Only
+ops directly in the loop body are rewritten (not inside an ``scf.if``): there
+every iteration runs the access, which is what makes the whole vector access
+in bounds. Alignment plus a tensor size divisible by N keep it in bounds too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.context import Context
+from xdsl.dialects import arith, scf, tensor, vector
+from xdsl.dialects.builtin import (
+    AffineMapAttr,
+    AnyFloat,
+    ArrayAttr,
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    NoneAttr,
+    TensorType,
+    VectorType,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap, AffineSymExpr
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from xlapy.codegen.dialect import ApplyIndexingOp
+from xlapy.indexing import affine
+from xlapy.indexing.indexing_map import IndexingMap
+from xlapy.indexing.simplifier import sum_of, summands
+
+# Power-of-two vector lengths (XLA's GPU emitter only makes 2, 4 and 8; on the CPU wider
+# vectors map onto SIMD registers, and the loop stays small enough for unroll-loops).
+VECTOR_SIZES = frozenset(1 << k for k in range(1, 7))
+
+_IN_BOUNDS = ArrayAttr([IntegerAttr.from_bool(True)])
+_PERMUTATION = AffineMapAttr(AffineMap.minor_identity(1, 1))
+
+
+def _constant_int(value: SSAValue) -> int | None:
+    op = value.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        return op.value.value.data
+    return None
+
+
+def _defined_outside(value: SSAValue, loop: Operation) -> bool:
+    return not loop.is_ancestor(value.owner)
+
+
+def _vector_type(loop: scf.ForOp, type_: Attribute) -> VectorType | None:
+    """The vector one access per iteration adds up to, if the loop and tensor allow it."""
+    if _constant_int(loop.lb) != 0 or _constant_int(loop.step) != 1 or not isinstance(loop.lb.type, IndexType):
+        return None  # vector.extract/insert take an index position.
+    size = _constant_int(loop.ub)
+    if size not in VECTOR_SIZES:
+        return None
+    if not isinstance(type_, TensorType) or type_.get_num_dims() != 1 or not isinstance(type_.encoding, NoneAttr):
+        return None
+    element = type_.element_type
+    # pred (i1) is stored as i8 in memory: a vector<Nxi1> load would read the wrong bytes.
+    valid = isinstance(element, AnyFloat) or (isinstance(element, IntegerType) and element.width.data > 1)
+    if not valid or type_.get_shape()[0] % size:
+        return None
+    return VectorType(element, [size])
+
+
+def _is_aligned(rest: AffineExpr, size: int, indexing_map: IndexingMap) -> bool:
+    """Whether ``rest`` is a multiple of ``size`` at every point of the map's domain."""
+    if affine.largest_known_divisor(rest) % size == 0:
+        return True
+    # The ranges of the variables may prove more than the coefficients (e.g. a variable in [0, 0]).
+    probe = IndexingMap.from_exprs([affine.mod(rest, size)], indexing_map.dim_vars, indexing_map.symbol_vars).simplify()
+    return probe.results[0] == affine.const(0)
+
+
+def _contiguous_op(index: SSAValue, loop: scf.ForOp, size: int) -> tuple[ApplyIndexingOp, int] | None:
+    """The apply_indexing computing ``index`` and the position of ``%iv`` among
+    its operands, when ``index = aligned(invariants) + iv``."""
+    iv = loop.body.block.args[0]
+    op = index.owner
+    if not isinstance(op, ApplyIndexingOp) or len(op.indices) != 1:
+        return None
+    operands = [*op.dims, *op.symbols]
+    positions = [i for i, v in enumerate(operands) if v is iv]
+    if len(positions) != 1 or not all(_defined_outside(v, loop) for v in operands if v is not iv):
+        return None
+    position = positions[0]
+    indexing_map = op.indexing_map
+    num_dims = indexing_map.num_dims
+    iv_expr = affine.dim(position) if position < num_dims else affine.sym(position - num_dims)
+    terms = list(summands(indexing_map.results[0]))
+    others = [t for t in terms if t != iv_expr]
+    if len(others) != len(terms) - 1 or any(_uses(t, iv_expr) for t in others):
+        return None  # The stride is not exactly 1.
+    if not _is_aligned(sum_of(others), size, indexing_map):
+        return None
+    return op, position
+
+
+def _uses(expr: AffineExpr, variable: AffineDimExpr | AffineSymExpr) -> bool:
+    dims: set[int] = set()
+    symbols: set[int] = set()
+    affine.uses(expr, dims, symbols)
+    return variable.position in (dims if isinstance(variable, AffineDimExpr) else symbols)
+
+
+class _LoopVectorizer:
+    """Rewrites one loop; hoisted values (base indices, loaded vectors, padding)
+    are shared by the accesses that need the same one."""
+
+    def __init__(self, loop: scf.ForOp):
+        self.loop = loop
+        self._bases: dict[tuple, SSAValue] = {}
+        self._reads: dict[tuple, SSAValue] = {}
+        self._paddings: dict[Attribute, SSAValue] = {}
+
+    @property
+    def iv(self) -> SSAValue:
+        return self.loop.body.block.args[0]
+
+    def _insert_before_loop(self, op: Operation) -> Operation:
+        Rewriter.insert_op(op, InsertPoint.before(self.loop))
+        return op
+
+    def base_index(self, index: SSAValue, size: int) -> SSAValue | None:
+        """The index at ``%iv = 0``, computed before the loop, or None when the
+        access is not contiguous and aligned."""
+        if index is self.iv:
+            return self.loop.lb
+        found = _contiguous_op(index, self.loop, size)
+        if found is None:
+            return None
+        op, position = found
+        # The loop's lower bound is the constant 0, defined before the loop.
+        operands = [self.loop.lb if i == position else v for i, v in enumerate([*op.dims, *op.symbols])]
+        key = (op.indexing_map_attr, *map(id, operands))
+        base = self._bases.get(key)
+        if base is None:
+            num_dims = len(op.dims)
+            new = self._insert_before_loop(
+                ApplyIndexingOp(operands[:num_dims], operands[num_dims:], op.indexing_map_attr)
+            )
+            base = self._bases[key] = new.results[0]
+        return base
+
+    def _padding(self, element: Attribute) -> SSAValue:
+        value = self._paddings.get(element)
+        if value is None:
+            attr = FloatAttr(0.0, element) if isinstance(element, AnyFloat) else IntegerAttr(0, element)
+            value = self._paddings[element] = self._insert_before_loop(arith.ConstantOp(attr)).results[0]
+            value.name_hint = "cst"
+        return value
+
+    def vectorize_load(self, op: tensor.ExtractOp) -> None:
+        if not _defined_outside(op.tensor, self.loop):
+            return  # The tensor may change from one iteration to the next.
+        vector_type = _vector_type(self.loop, op.tensor.type)
+        if vector_type is None:
+            return
+        base = self.base_index(op.indices[0], vector_type.get_shape()[0])
+        if base is None:
+            return
+        key = (id(op.tensor), id(base), vector_type)
+        loaded = self._reads.get(key)
+        if loaded is None:
+            read = vector.TransferReadOp(
+                op.tensor, [base], self._padding(vector_type.element_type), vector_type, _IN_BOUNDS, _PERMUTATION
+            )
+            loaded = self._reads[key] = self._insert_before_loop(read).results[0]
+        Rewriter.replace_op(op, vector.ExtractOp(loaded, [self.iv], vector_type.element_type))
+
+    def _store_position(self, op: tensor.InsertOp) -> int | None:
+        """The iter_arg position the insert updates, if its writes can wait until after the loop."""
+        block = self.loop.body.block
+        dest = op.dest
+        if dest.owner is not block or dest is self.iv or not dest.has_one_use():
+            return None
+        use = op.result.get_unique_use()
+        position = block.args.index(dest) - 1
+        if use is None or not isinstance(use.operation, scf.YieldOp) or use.index != position:
+            return None
+        return position
+
+    def vectorize_store(self, op: tensor.InsertOp) -> None:
+        position = self._store_position(op)
+        if position is None:
+            return
+        vector_type = _vector_type(self.loop, op.dest.type)
+        if vector_type is None:
+            return
+        index, size = op.indices[0], vector_type.get_shape()[0]
+        if index is not self.iv and _contiguous_op(index, self.loop, size) is None:
+            return
+        # The same order of hoisted ops as [A75]: the zero vector, then the base index.
+        is_float = isinstance(vector_type.element_type, AnyFloat)
+        zero = DenseIntOrFPElementsAttr.from_list(vector_type, [0.0 if is_float else 0])
+        init = self._insert_before_loop(arith.ConstantOp(zero)).results[0]
+        init.name_hint = "vector"
+        base = self.base_index(index, size)
+        assert base is not None
+        init_tensor = self.loop.iter_args[position]
+        accumulator = self._add_iter_arg(init)
+        inserted = vector.InsertOp(op.scalar, accumulator, [self.iv])
+        Rewriter.insert_op(inserted, InsertPoint.before(op))
+        op.result.replace_all_uses_with(op.dest)
+        Rewriter.erase_op(op)
+        yield_op = self.loop.body.block.last_op
+        assert isinstance(yield_op, scf.YieldOp)
+        Rewriter.replace_op(yield_op, scf.YieldOp(*yield_op.arguments, inserted.result))
+        write = vector.TransferWriteOp(
+            self.loop.results[-1], init_tensor, [base], _IN_BOUNDS, None, _PERMUTATION, init_tensor.type
+        )
+        Rewriter.insert_op(write, InsertPoint.after(self.loop))
+        assert write.result is not None
+        self.loop.results[position].replace_all_uses_with(write.result)
+
+    def _add_iter_arg(self, init: SSAValue) -> SSAValue:
+        """Rebuilds the loop with one more iter_arg; returns its block argument."""
+        old = self.loop
+        block = old.body.block
+        argument = block.insert_arg(init.type, len(block.args))
+        argument.name_hint = "iter_vector"
+        body = old.detach_region(old.body)
+        new = scf.ForOp(old.lb, old.ub, old.step, [*old.iter_args, init], body)
+        new.attributes |= old.attributes
+        Rewriter.insert_op(new, InsertPoint.before(old))
+        for before, after in zip(old.results, new.results):
+            after.name_hint = before.name_hint
+            before.replace_all_uses_with(after)
+        Rewriter.erase_op(old)
+        self.loop = new
+        return argument
+
+    def run(self) -> None:
+        # Stores first: each rebuilds the loop, and the loads then see the final one.
+        for op in _direct_ops(self.loop.body.block, tensor.InsertOp):
+            self.vectorize_store(op)
+        for op in _direct_ops(self.loop.body.block, tensor.ExtractOp):
+            self.vectorize_load(op)
+        # The per-iteration indices of the rewritten accesses are dead now ([A75] has none).
+        for op in _direct_ops(self.loop.body.block, ApplyIndexingOp):
+            if not any(result.uses for result in op.results):
+                Rewriter.erase_op(op)
+
+
+def _direct_ops(block: Block, kind: type[Operation]) -> Sequence[Operation]:
+    return [op for op in block.ops if isinstance(op, kind)]
+
+
+def vectorize_loads_stores(module: ModuleOp) -> None:
+    for loop in [op for op in module.walk() if isinstance(op, scf.ForOp)]:
+        _LoopVectorizer(loop).run()
+
+
+class VectorizeLoadsStoresPass(ModulePass):
+    """Turns contiguous, aligned element accesses in small loops into vector
+    transfers (see the module docstring)."""
+
+    name = "vectorize-loads-stores"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        vectorize_loads_stores(op)
