@@ -8,12 +8,35 @@ import functools
 from collections.abc import Callable
 
 import llvmlite.binding as llvm
+import ml_dtypes
 import numpy as np
 from llvmlite import ir
 
 from xlapy.codegen.backends.math_library import math_function
 
-_TYPES = {np.dtype(np.float64): ir.DoubleType(), np.dtype(np.float32): ir.FloatType(), np.dtype(np.float16): ir.HalfType()}
+
+class _BFloat(ir.types._BaseFloatType):
+    """LLVM's `bfloat`, which llvmlite lacks (the CPU backend has its own; this keeps the tests independent)."""
+
+    null = "0.0"
+    intrinsic_name = "bf16"
+
+    def __str__(self) -> str:
+        return "bfloat"
+
+    def format_constant(self, value: float) -> str:
+        return f"0xR{int(np.array(value, ml_dtypes.bfloat16).view(np.uint16)):04X}"
+
+
+_BFloat._create_instance()
+BF16 = _BFloat()
+
+_TYPES = {
+    np.dtype(np.float64): ir.DoubleType(),
+    np.dtype(np.float32): ir.FloatType(),
+    np.dtype(np.float16): ir.HalfType(),
+    np.dtype(ml_dtypes.bfloat16): BF16,
+}
 
 
 @functools.cache
@@ -76,6 +99,7 @@ def compiled(op: str, dtype: np.dtype, arity: int = 1) -> Callable[..., np.ndarr
     engine = llvm.create_mcjit_compiler(ref, host_target_machine())
     engine.finalize_object()
     _ENGINES.append(engine)
+    text = str(ref)
     address = engine.get_function_address("kernel")
     kernel = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * (arity + 1)), ctypes.c_int64)(address)
 
@@ -87,4 +111,5 @@ def compiled(op: str, dtype: np.dtype, arity: int = 1) -> Callable[..., np.ndarr
         kernel(*(a.ctypes.data for a in inputs), out.ctypes.data, out.size)
         return out
 
+    run.optimized_ir = text  # type: ignore[attr-defined]
     return run

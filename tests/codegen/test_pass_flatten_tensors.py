@@ -107,7 +107,7 @@ func.func @main(%input: tensor<6x512x4096xbf16>, %output: tensor<6x512x4096xbf16
 
 # [A74]'s map: xlapy's simplifier orders the summands `bl_x * 512 + th_x * 4 + vector_index`.
 A74_CHECKS = f"""
-CHECK: #map = #xla.indexing_map<"(th_x, bl_x, vector_index) -> (bl_x * 512 + th_x * 4 + vector_index), {GELU_DOMAIN}">
+CHECK: #map = #xla.indexing_map<"(th_x, bl_x, vector_index) -> (th_x * 4 + bl_x * 512 + vector_index), {GELU_DOMAIN}">
 CHECK-NOT: #map1
 CHECK: func.func @main(%input: tensor<12582912xbf16>, %output: tensor<12582912xbf16>) -> tensor<12582912xbf16> {{
 CHECK: %xla_loop = scf.for %vector_index = %c0 to %c4 step %c1 iter_args(%iter = %output) -> (tensor<12582912xbf16>) {{
@@ -181,7 +181,7 @@ def test_column_major_layout_extract() -> None:
     text = print_mlir(module)
     assert "func.func @f(%t: tensor<6xf32>, %i: index, %j: index) -> f32" in text
     indexing_map = _single_map(module)
-    assert indexing_map.to_string(multiline=False) == "(d0, d1) -> (d0 + d1 * 2), domain: d0 in [0, 1], d1 in [0, 2]"
+    assert indexing_map.to_string(multiline=False) == "(d0, d1) -> (d1 * 2 + d0), domain: d0 in [0, 1], d1 in [0, 2]"
     (op,) = apply_indexing_ops(module)
     assert [v.name_hint for v in op.dims] == ["i", "j"]
     for i in range(2):
@@ -230,7 +230,7 @@ def test_insert_with_layout_into_iter_arg_of_xla_loop() -> None:
     assert "xla.yield %y : tensor<32xf32>" in text
     indexing_map = _single_map(module)
     # Plain block arguments as indices: bounds from the tensor's shape.
-    assert indexing_map.to_string(multiline=False) == "(d0, d1) -> (d0 + d1 * 4), domain: d0 in [0, 3], d1 in [0, 7]"
+    assert indexing_map.to_string(multiline=False) == "(d0, d1) -> (d1 * 4 + d0), domain: d0 in [0, 3], d1 in [0, 7]"
     assert all(t.get_num_dims() == 1 and isinstance(t.encoding, NoneAttr) for t in all_tensor_types(module))
 
 

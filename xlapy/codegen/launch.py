@@ -42,7 +42,7 @@ class Device:
 
         features = llvm.get_host_cpu_features()
         vector_bytes = 64 if features.get("avx512f") else 32 if features.get("avx2") else 16
-        return Device("cpu", threads_per_block=128, vector_bytes=vector_bytes, max_vector=64)
+        return Device("cpu", threads_per_block=1024, vector_bytes=vector_bytes, max_vector=1)
 
 
 @dataclass(frozen=True)

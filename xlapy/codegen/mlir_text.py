@@ -6,6 +6,7 @@ the indexing maps as XLA's dumps (SPEC.md [A71]-[A78]) show them."""
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -47,13 +48,28 @@ def make_context() -> Context:
 def parse_mlir(text: str, verify: bool = True) -> ModuleOp:
     """The module in ``text`` (a ``builtin.module`` or top-level ops, with
     optional ``#alias = ...`` definitions), verified unless told not to."""
+    _check_string_literals(text)
     try:
         module = Parser(make_context(), text).parse_module()
     except XdslParseError as error:
         raise ParseError(str(error)) from error
+    except VerifyException as error:  # an attribute's verifier runs as soon as it is parsed
+        raise VerifyError(str(error)) from error
     if verify:
         verify_op(module)
     return module
+
+
+_ESCAPE = re.compile(r"\\.")
+
+
+def _check_string_literals(text: str) -> None:
+    """Rejects a string literal left open at the end of a line: xDSL's lexer
+    backtracks exponentially on one instead of reporting it."""
+    for number, line in enumerate(text.splitlines(), 1):
+        code = _ESCAPE.sub("", line.split("//", 1)[0] if line.lstrip().startswith("//") else line)
+        if code.count('"') % 2:
+            raise ParseError("string literal not closed on its line (MLIR strings cannot span lines)", number)
 
 
 def verify_op(op: Operation) -> None:

@@ -29,6 +29,7 @@ Semantics choices:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import threading
@@ -151,7 +152,19 @@ def _host() -> tuple[str, str, str]:
     """(triple, cpu name, feature string) of this machine."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+    _load_compiler_runtime()
     return llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+
+
+def _load_compiler_runtime() -> None:
+    """Makes libgcc's soft-float helpers (``__truncdfhf2``: f64 → f16 without a
+    native instruction) visible to the JIT; LLVM emits calls to them."""
+    import ctypes.util
+
+    name = ctypes.util.find_library("gcc_s")
+    if name is not None:
+        with contextlib.suppress(RuntimeError):
+            llvm.load_library_permanently(name)
 
 
 def _target_machine() -> llvm.TargetMachine:
@@ -191,7 +204,9 @@ def _loop_metadata(module: ir.Module, width: int) -> ir.values.MDValue:
     """`!llvm.loop` metadata asking the loop vectorizer for `width` lanes (a self-referencing loop id)."""
     hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.width"), _constant(I32, width)])
     enable = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"), _constant(I1, 1)])
-    loop_id = module.add_metadata([hint, enable, ir.MetaDataString(module, "xlapy.thread_loop")])
+    # Every operand after the self-reference must be a node: LLVM's loop passes cast them to MDNode.
+    name = module.add_metadata([ir.MetaDataString(module, "xlapy.thread_loop")])
+    loop_id = module.add_metadata([hint, enable, name])
     loop_id.operands = (loop_id, *loop_id.operands)
     return loop_id
 
@@ -943,8 +958,8 @@ def _kernel_function(module: ir.Module, function: func.FuncOp, sizes: list[int])
     for i, arg in enumerate(kernel.args[:count]):
         if _arg_attr(function, i, "llvm.noalias") is not None:
             arg.add_attribute("noalias")
-        if sizes[i]:
-            arg.attributes.dereferenceable = sizes[i]
+        # No `dereferenceable`: with it LLVM may speculate loads that an scf.if guards
+        # (pad, concatenate) to addresses outside the buffer.
     return kernel
 
 

@@ -378,10 +378,15 @@ def _expm1_pair(e: _Emitter, p: _ExpParts) -> tuple[ir.Value, ir.Value]:
     return _fast_two_sum(e, hi, e.fma(p.s, p.tail, lo))
 
 
+def _exp_mantissa_pair(e: _Emitter, p: _ExpParts) -> tuple[ir.Value, ir.Value]:
+    """1 + r + tail = hi + lo from precise parts."""
+    hi, lo = _fast_two_sum(e, e.f(1.0), p.r)
+    return _fast_two_sum(e, hi, e.add(lo, p.tail))
+
+
 def _exp_pair(e: _Emitter, p: _ExpParts) -> tuple[ir.Value, ir.Value]:
     """exp(x) = hi + lo for k <= 1023 from precise parts."""
-    hi, lo = _fast_two_sum(e, e.f(1.0), p.r)
-    hi, lo = _fast_two_sum(e, hi, e.add(lo, p.tail))
+    hi, lo = _exp_mantissa_pair(e, p)
     return e.mul(p.s, hi), e.mul(p.s, lo)
 
 
@@ -430,10 +435,12 @@ def _tanh64(e: _Emitter, x: ir.Value) -> ir.Value:
 
 
 def _tanh32(e: _Emitter, x: ir.Value) -> ir.Value:
-    # tanh|x| = -t / (t + 2) with t = expm1(-2|x|) in (-1, 0]; tanh rounds to 1 in f32 beyond |x| = 9.01
-    a = e.mul(e.abs(x), -2.0)
-    t = _expm1_core(e, e.select(e.lt(a, -20.0), -20.0, a), False)
-    return e.copysign(e.div(e.neg(t), e.add(t, 2.0)), x)
+    # tanh(a) = a P(a^2) / Q(a^2) on [0, 9.5] (relative error 1.1e-10); tanh rounds to 1 in f32 beyond 9.01.
+    # Cheaper than going through expm1 (no integer work, one division): tanh is on the critical path of gelu.
+    a = e.abs(x)
+    a = e.select(e.gt(a, 9.5), 9.5, a)
+    z = e.mul(a, a)
+    return e.copysign(e.div(e.mul(a, e.horner(z, _TANH_P32)), e.horner(z, _TANH_Q32)), x)
 
 
 _register("tanh", f64=_tanh64, f32=_tanh32)
@@ -768,6 +775,7 @@ _ERF_P32 = (0.12837916695746374, -0.3761263703791251, 0.11283750167750596, -0.02
 # (1 + 2x) exp(x^2) erfc(x) = h(t), t = (x - K) / (x + K), x in [0.84375, 27.3] (K = 4) / [0.84375, 10.1]
 # (K = 5/2): relative error 5.6e-17 / 6.5e-12
 _ERFC_K64 = 4.0
+_ERFC_H64_0_LO = -4.954613225319329e-17  # the rest of the first coefficient
 _ERFC_H64 = (1.2329951186255526, -0.13962111684056244, 0.015379652102621552, 0.06809705425468354,
              -0.10103906603643868, 0.09373283499878064, -0.06633036580835454, 0.037167515527980276,
              -0.01619773411413258, 0.00503197009521001, -0.000757772817902118, -0.00019925757827004718,
@@ -778,6 +786,11 @@ _ERFC_K32 = 2.5
 _ERFC_H32 = (1.264838184367747, -0.12235676326368979, -0.09902453976230714, 0.1576299336647361,
              -0.10296705110499559, 0.03276055697177022, 0.0009318807059945513, -0.004378818526628623,
              0.0004914017594306685, 0.000617245856505484, -8.500131637177369e-05, -8.276673627118038e-05)  # fmt: skip
+# tanh(x) = x P(x^2) / Q(x^2), |x| <= 9.5: relative error 1.1e-10
+_TANH_P32 = (0.9999999999254663, 0.14082675927548327, 0.004403907005620554, 4.170508235648798e-05,
+             1.079077059557626e-07, 3.4705910527013745e-11)  # fmt: skip
+_TANH_Q32 = (1.0, 0.4741600918782841, 0.02912393887334036, 0.0004965921325065682, 2.550988672544427e-06,
+             2.830018379944241e-09)  # fmt: skip
 _TWO_THIRDS_HI = float.fromhex("0x1.5555555555555p-1")
 _TWO_THIRDS_LO = float.fromhex("0x1.5555555555555p-55")
 # log(1 + f) = 2s + 2s^3/3 + s^5 Q(s^2), s = f/(2+f), s^2 <= 0.0295: error of s^5 Q 2.9e-20 relative to s
@@ -931,16 +944,22 @@ _register("acosh", f64=lambda e, x: _acosh(e, x, True), f32=lambda e, x: _acosh(
 
 def _erfc_large(e: _Emitter, a: ir.Value, precise: bool) -> ir.Value:
     """erfc(a) for a in [0.84375, 27.3] (f32 kernels: 10.1) as exp(-a^2) h(t) / (1 + 2a) with h a polynomial in
-    t = (a - K) / (a + K): (1 + 2a) erfcx(a) is nearly flat in t, so the divisions' roundings barely matter."""
-    k, coefficients = (_ERFC_K64, _ERFC_H64) if precise else (_ERFC_K32, _ERFC_H32)
-    t = e.div(e.sub(a, k), e.add(a, k))
-    erfcx = e.div(e.horner(t, coefficients), e.fma(a, 2.0, 1.0))
-    if precise:
-        square = e.mul(a, a)
-        low = e.fma(a, a, e.neg(square))
-        p = _exp_parts(e, e.select(e.gt(square, 746.0), -746.0, e.neg(square)), True, extra=e.neg(low))
-        return e.mul(e.scale(_exp_mantissa(e, p, True), p.k), erfcx)
-    return e.mul(_exp32(e, e.neg(e.mul(a, a))), erfcx)  # a^2 is exact for f32 a
+    t = (a - K) / (a + K): (1 + 2a) erfcx(a) is nearly flat in t, so the divisions' roundings barely matter.
+    f64: h = h0 + (h(t) - h0) and exp(-a^2) as double-doubles, one double-double quotient, then the scaling."""
+    if not precise:
+        t = e.div(e.sub(a, _ERFC_K32), e.add(a, _ERFC_K32))
+        erfcx = e.div(e.horner(t, _ERFC_H32), e.fma(a, 2.0, 1.0))
+        return e.mul(_exp32(e, e.neg(e.mul(a, a))), erfcx)  # a^2 is exact for f32 a
+    t = e.div(e.sub(a, _ERFC_K64), e.add(a, _ERFC_K64))
+    hh, hl = _fast_two_sum(e, e.f(_ERFC_H64[0]), e.mul(t, e.horner(t, _ERFC_H64[1:])))
+    hl = e.add(hl, _ERFC_H64_0_LO)
+    square = e.mul(a, a)
+    p = _exp_parts(e, e.select(e.gt(square, 746.0), -746.0, e.neg(square)), True, extra=e.fma(e.neg(a), a, square))
+    mh, ml = _exp_mantissa_pair(e, p)
+    nh = e.mul(mh, hh)
+    nl = e.add(e.fma(mh, hh, e.neg(nh)), e.fma(mh, hl, e.mul(ml, hh)))
+    dh, dl = _two_sum(e, e.f(1.0), e.add(a, a))
+    return e.scale(_dd_div(e, nh, nl, dh, dl), p.k)
 
 
 def _erf_small(e: _Emitter, x: ir.Value, precise: bool) -> ir.Value:
@@ -960,7 +979,8 @@ def _erfc(e: _Emitter, x: ir.Value, precise: bool) -> ir.Value:
     a = e.abs(x)
     # |x| < 0.84375: 1 - erf(x), as 1/2 - ((x - 1/2) + (erf(x) - x)) above 1/4 to keep the cancellation exact
     d = _erf_small(e, x, precise)
-    small = e.select(e.lt(x, 0.25), e.sub(1.0, e.add(x, d)), e.sub(0.5, e.add(e.sub(x, 0.5), d)))
+    sh, sl = _two_sum(e, e.sub(x, 0.5), d)
+    small = e.select(e.lt(x, 0.25), e.sub(1.0, e.add(x, d)), e.sub(e.sub(0.5, sh), sl))
     # erfc underflows beyond 27.3 (f64) / 10.06 (f32)
     large = _erfc_large(e, e.select(e.gt(a, 28.0), 28.0, a), precise)
     large = e.select(e.lt(x, 0.0), e.sub(2.0, large), large)

@@ -178,7 +178,7 @@ def linearized_map(type_: TensorType, indices: Sequence[SSAValue]) -> tuple[Inde
     for index, size, stride in zip(indices, shape, strides(type_)):
         linear = affine.add(linear, affine.mul(_fold_index(index, size, variables, constraints), stride))
     indexing_map = IndexingMap.from_exprs([linear], variables.unique_names(), constraints=constraints)
-    return _drop_unused_dims(indexing_map.simplify(), variables.values)
+    return _drop_unused_dims(indexing_map.simplify().sort_summands(), variables.values)
 
 
 def _dominates(op: Operation, user: Operation) -> bool:

@@ -1,8 +1,12 @@
-"""``inline``: inlines the subgraph functions called once ([A72]).
+"""``inline`` (SPEC.md [A71] → [A72]): MLIR's inliner with the rule XLA's
+``xla`` dialect inliner interface applies (``xla_dialect.cc``/
+``xla_gpu_dialect.cc``), restricted as SPEC §4.7.1 states it: a call of a
+private function that is called from exactly one place in the module is
+replaced by the function's body; a function called twice or more stays a
+function (so its code is not duplicated). Afterwards private functions
+nobody calls any more are erased.
 
-A private function called from exactly one place is inlined there (calls of
-functions called twice or more stay, as in XLA's inliner rules for the xla
-dialect); functions left without callers are erased.
+Both ``xla.pure_call`` and ``func.call`` are calls.
 """
 
 from __future__ import annotations
@@ -10,56 +14,107 @@ from __future__ import annotations
 from collections import Counter
 
 from xdsl.context import Context
-from xdsl.dialects import func
+from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from xlapy.codegen.dialect import PureCallOp
 
-_CALLS = (PureCallOp, func.CallOp)
+CALL_OPS = (PureCallOp, func.CallOp)
 
 
-def _callee(call: Operation) -> str:
+def callee_name(call: Operation) -> str:
+    """The name of the function a call op calls."""
+    assert isinstance(call, CALL_OPS)
     return call.callee.root_reference.data
 
 
-def _calls(module: ModuleOp) -> list[Operation]:
-    return [op for op in module.walk() if isinstance(op, _CALLS)]
+def _calls(root: Operation) -> list[Operation]:
+    return [op for op in root.walk() if isinstance(op, CALL_OPS)]
+
+
+def _is_private(function: func.FuncOp) -> bool:
+    return function.sym_visibility is not None and function.sym_visibility.data == "private"
+
+
+def _inlinable(function: func.FuncOp | None, call: Operation) -> bool:
+    if function is None or not _is_private(function) or len(function.body.blocks) != 1:
+        return False  # external, public, or with control flow between blocks
+    # A function calling itself has its only call inside itself: leave recursion alone.
+    return not function.is_ancestor(call)
+
+
+def _inline(call: Operation, function: func.FuncOp) -> None:
+    """Moves the body (the function is erased right after) before the call."""
+    block = function.body.block
+    terminator = block.last_op
+    assert isinstance(terminator, func.ReturnOp)
+    constants = [op for op in block.ops if isinstance(op, arith.ConstantOp)]
+    Rewriter.inline_block(block, InsertPoint.before(call), call.operands)
+    results = list(terminator.arguments)
+    hints = [v.name_hint for v in results]
+    Rewriter.replace_op(call, [], results)
+    for value, hint in zip(results, hints):  # keep the callee's names, as [A72] shows (`%8`, not `%pure_call`)
+        value.name_hint = hint
+    Rewriter.erase_op(terminator)
+    _hoist_constants(constants)
+
+
+def _hoist_constants(constants: list[arith.ConstantOp]) -> None:
+    """Moves inlined constants to the top of the caller, merging equal ones,
+    as MLIR's inliner does when it folds the inlined code (see [A72])."""
+    if not constants:
+        return
+    caller = constants[0].parent_op()
+    while caller is not None and not isinstance(caller, func.FuncOp):
+        caller = caller.parent_op()
+    if caller is None:
+        return
+    entry = caller.body.blocks.first
+    assert entry is not None
+    existing = {(c.value, c.result.type): c for c in entry.ops if isinstance(c, arith.ConstantOp)}
+    anchor = next((op for op in entry.ops if not isinstance(op, arith.ConstantOp)), None)
+    for constant in constants:
+        same = existing.get((constant.value, constant.result.type))
+        if same is not None:
+            Rewriter.replace_op(constant, [], [same.result])
+            continue
+        constant.detach()
+        if anchor is not None:
+            entry.insert_op_before(constant, anchor)
+        else:
+            entry.add_op(constant)
+        existing[(constant.value, constant.result.type)] = constant
 
 
 class InlinePass(ModulePass):
+    """Inlines private functions called exactly once, then drops unused private functions."""
+
     name = "inline"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         functions = {f.sym_name.data: f for f in op.ops if isinstance(f, func.FuncOp)}
+        # Inlining f moves the calls in f's body into its caller; the counts
+        # stay valid, but recount after each step to keep the rule obvious.
         while True:
-            counts = Counter(_callee(call) for call in _calls(op))
-            once = [call for call in _calls(op)
-                    if counts[_callee(call)] == 1 and _is_private(functions.get(_callee(call)))
-                    and functions[_callee(call)].body.blocks]
-            if not once:
+            calls = _calls(op)
+            counts = Counter(callee_name(c) for c in calls)
+            call = next(
+                (c for c in calls if counts[callee_name(c)] == 1 and _inlinable(functions.get(callee_name(c)), c)),
+                None,
+            )
+            if call is None:
                 break
-            for call in once:
-                _inline(call, functions[_callee(call)])
-        remaining = Counter(_callee(call) for call in _calls(op))
-        for name, function in functions.items():
-            if _is_private(function) and remaining[name] == 0:
-                Rewriter.erase_op(function)
-
-
-def _is_private(function: func.FuncOp | None) -> bool:
-    return function is not None and function.sym_visibility is not None and function.sym_visibility.data == "private"
-
-
-def _inline(call: Operation, function: func.FuncOp) -> None:
-    block = function.body.block
-    mapping: dict[SSAValue, SSAValue] = dict(zip(block.args, call.operands))
-    results: list[SSAValue] = []
-    for op in block.ops:
-        if isinstance(op, func.ReturnOp):
-            results = [mapping.get(v, v) for v in op.arguments]
-            break
-        Rewriter.insert_op(op.clone(mapping), InsertPoint.before(call))
-    Rewriter.replace_op(call, [], results)
+            function = functions.pop(callee_name(call))
+            _inline(call, function)
+            Rewriter.erase_op(function)
+        # Erasing a function drops the calls in it, which may leave more functions unused.
+        while True:
+            used = {callee_name(c) for c in _calls(op)}
+            unused = [name for name, f in functions.items() if _is_private(f) and name not in used]
+            if not unused:
+                break
+            for name in unused:
+                Rewriter.erase_op(functions.pop(name))

@@ -1,0 +1,246 @@
+"""The vectorizable math library of the CPU backend: accuracy against numpy (f32: the f64 result rounded once, i.e.
+the interpreter's oracle), IEEE special values, and the vectorization of a loop calling each function."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+from llvmlite import ir
+
+from tests.codegen.math_jit import compiled
+from xlapy.codegen.backends.math_library import MATH_OPS, math_function
+from xlapy.errors import UnimplementedError
+
+BINARY = {"atan2", "pow", "powf"}
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+_erfc = np.frompyfunc(math.erfc, 1, 1)
+
+
+def _logistic(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        u = np.exp(-np.abs(x))
+        return np.where(x < 0, u, 1.0) / (1.0 + u)
+
+
+REFERENCE = {
+    "acos": np.arccos, "acosh": np.arccosh, "asin": np.arcsin, "asinh": np.arcsinh, "atan": np.arctan,
+    "atan2": np.arctan2, "atanh": np.arctanh, "cbrt": np.cbrt, "cos": np.cos, "cosh": np.cosh,
+    "erf": lambda x: _erf(x).astype(np.float64), "erfc": lambda x: _erfc(x).astype(np.float64), "exp": np.exp,
+    "exp2": np.exp2, "expm1": np.expm1, "log": np.log, "log10": np.log10, "log1p": np.log1p, "log2": np.log2,
+    "logistic": _logistic, "pow": np.power, "powf": np.power, "rsqrt": lambda x: 1 / np.sqrt(x), "sin": np.sin,
+    "sinh": np.sinh, "sqrt": np.sqrt, "tan": np.tan, "tanh": np.tanh,
+}  # fmt: skip
+
+# Largest distance (ulps) to numpy's f64 result measured on the samples below, for the f64 functions; f32 (and the
+# 16-bit types): 1 ulp everywhere. numpy (and math.erf) are themselves ~1 ulp off the true values.
+F64_TOLERANCE = {"atan2": 1, "atanh": 2, "asinh": 2, "acosh": 2, "erf": 2, "erfc": 3, "logistic": 2}
+
+
+def reference(op: str, dtype: np.dtype, *args: np.ndarray) -> np.ndarray:
+    """numpy's f64 result, rounded once to dtype."""
+    with np.errstate(all="ignore"):
+        return np.asarray(REFERENCE[op](*(a.astype(np.float64) for a in args))).astype(dtype)
+
+
+def ordered(a: np.ndarray) -> np.ndarray:
+    """Floats mapped to integers in the same order, consecutive floats on consecutive integers (+0 and -0 on 0)."""
+    width = a.dtype.itemsize * 8
+    bits = a.view(f"int{width}").astype(np.int64)
+    magnitude = bits & np.int64((1 << (width - 1)) - 1)
+    return np.where(bits < 0, -magnitude, magnitude)
+
+
+def ulps(got: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Distance in ulps (as floats); 0 when both are NaN, inf when only one is."""
+    distance = np.abs((ordered(got) - ordered(expected)).astype(np.float64))
+    got_nan, expected_nan = np.isnan(got), np.isnan(expected)
+    distance = np.where(got_nan & expected_nan, 0.0, distance)
+    return np.where(got_nan != expected_nan, np.inf, distance)
+
+
+def _log_uniform(rng: np.random.Generator, n: int, low: float, high: float, sign: bool = True) -> np.ndarray:
+    x = np.exp2(rng.uniform(low, high, n))
+    return x * rng.choice([-1.0, 1.0], n) if sign else x
+
+
+def sample(op: str, dtype: np.dtype, n: int, seed: int = 0) -> list[np.ndarray]:
+    """n arguments per operand spanning the op's domain: all magnitudes (tiny, subnormal, huge), the usual range,
+    and the places where the algorithms switch or lose precision."""
+    rng = np.random.default_rng(seed)
+    f32 = dtype == np.float32
+    low, high = (-150, 128) if f32 else (-1075, 1024)
+    quarter = n // 4
+    generic = np.concatenate(
+        [
+            _log_uniform(rng, quarter, low, high),
+            rng.uniform(-10, 10, quarter),
+            rng.standard_normal(quarter),
+            _log_uniform(rng, n - 3 * quarter, -30, 12),
+        ]
+    )
+    if op in BINARY:
+        second = sample("exp", dtype, n, seed + 1)[0].astype(np.float64)
+        if op != "atan2":  # powers: mostly moderate exponents, some integers (odd and even)
+            second[: n // 2] = rng.uniform(-60, 60, n // 2)
+            second[::5] = np.round(second[::5])
+        return [generic.astype(dtype), rng.permutation(second).astype(dtype)]
+    x = generic
+    if op in ("log", "log2", "log10", "sqrt", "rsqrt", "cbrt"):
+        x = np.abs(x) if op != "cbrt" else x
+    elif op == "acosh":
+        x = 1 + np.abs(x)
+    elif op == "log1p":
+        x = np.where(x > -1, x, -1 + _log_uniform(rng, n, -60, 0, sign=False))
+    elif op in ("asin", "acos", "atanh", "erf", "erfc", "tanh", "logistic"):
+        edge = 1.0 if op in ("asin", "acos", "atanh") else 6.0
+        x = np.concatenate(
+            [
+                rng.uniform(-edge, edge, n // 3),
+                (edge - _log_uniform(rng, n // 3, -60, np.log2(edge) - 1, sign=False)) * rng.choice([-1, 1], n // 3),
+                generic[: n - 2 * (n // 3)],
+            ]
+        )
+    return [x.astype(dtype)]
+
+
+def _run(op: str, dtype: np.dtype, args: list[np.ndarray]) -> np.ndarray:
+    return compiled(op, np.dtype(dtype), len(args))(*args)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("op", MATH_OPS)
+def test_accuracy(op: str, dtype: type) -> None:
+    args = sample(op, np.dtype(dtype), 200_000 if dtype == np.float32 else 100_000)
+    got = _run(op, dtype, args)
+    expected = reference(op, np.dtype(dtype), *args)
+    distance = ulps(got, expected)
+    tolerance = 1 if dtype == np.float32 else F64_TOLERANCE.get(op, 1)
+    worst = int(np.argmax(distance))
+    assert distance[worst] <= tolerance, (
+        f"{op} {np.dtype(dtype).name}({', '.join(repr(a[worst]) for a in args)}) = {got[worst]!r}, "
+        f"expected {expected[worst]!r} ({distance[worst]} ulps)"
+    )
+
+
+_SPECIAL = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 1e-300,
+            -1e-300, 5e-324, -5e-324, 1e-45, -1e-45, 1.1754944e-38, 3.4028235e38, -3.4028235e38, 1.7976931348623157e308,
+            -1.7976931348623157e308, 0.84375, 9.5, 22.0, 27.3, 88.72, -87.33, -103.97, 709.78, 710.5, -745.13, -746.0,
+            1e20, -1e20, 2.0**19, 1 - 2.0**-53, -1 + 2.0**-53, 1 + 2.0**-52, 2.0**28]  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("op", MATH_OPS)
+def test_special_values(op: str, dtype: type) -> None:
+    """NaN, infinities, signed zeros, subnormals, domain edges and overflow thresholds behave as numpy's."""
+    with np.errstate(over="ignore"):
+        values = np.array(_SPECIAL, np.float64).astype(dtype)
+    if op in BINARY:
+        x, y = (a.ravel() for a in np.meshgrid(values, values))
+        args = [x, y]
+    else:
+        args = [values]
+    got = _run(op, dtype, args)
+    expected = reference(op, np.dtype(dtype), *args)
+    tolerance = 1 if dtype == np.float32 else F64_TOLERANCE.get(op, 1)
+    bad = (ulps(got, expected) > tolerance) | (np.isinf(got) != np.isinf(expected))
+    bad |= (expected == 0) & (np.signbit(got) != np.signbit(expected))
+    assert not bad.any(), [(*(a[i] for a in args), got[i], expected[i]) for i in np.flatnonzero(bad)[:10]]
+
+
+def test_pow_special_cases() -> None:
+    """C99 pow: pow(x, ±0) = 1 and pow(1, y) = 1 even for NaN, pow(-1, ±inf) = 1, signs for odd integer powers of
+    negative numbers and zeros, NaN for non-integer powers of negative numbers."""
+    nan, inf = float("nan"), float("inf")
+    cases = [(nan, 0.0), (nan, -0.0), (1.0, nan), (-1.0, inf), (-1.0, -inf), (-0.0, -3.0), (-0.0, 3.0), (-0.0, -2.0),
+             (-0.0, 0.5), (-inf, 3.0), (-inf, -3.0), (-inf, 0.5), (-2.0, 0.5), (-2.0, 3.0), (-2.0, -3.0), (-8.0, 1 / 3),
+             (0.5, inf), (0.5, -inf), (2.0, inf), (2.0, -inf), (-2.0, 2.0**60), (-2.0, 2.0**60 + 2.0**8), (10.0, 400.0),
+             (10.0, -400.0), (2.0, -1074.0), (2.0, -1075.0), (2.0, 1023.0), (2.0, 1024.0)]  # fmt: skip
+    for dtype in (np.float32, np.float64):
+        with np.errstate(over="ignore"):
+            x, y = (np.array(column, dtype) for column in zip(*cases))
+        got = _run("pow", dtype, [x, y])
+        expected = reference("pow", np.dtype(dtype), x, y)
+        same = (got == expected) & (np.signbit(got) == np.signbit(expected)) | np.isnan(got) & np.isnan(expected)
+        assert same.all(), [(x[i], y[i], got[i], expected[i]) for i in np.flatnonzero(~same)]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("op", ["exp", "tanh", "log1p", "sin", "erf", "pow"])
+def test_16_bit_floats(op: str, dtype: type) -> None:
+    """16-bit floats go through the f32 functions: (nearly) correctly rounded results."""
+    args = [np.linspace(-12, 12, 20001).astype(dtype)]
+    if op == "pow":
+        args = [np.abs(args[0]), np.linspace(-3, 3, 20001).astype(dtype)]
+    got = compiled(op, np.dtype(dtype), len(args))(*args)
+    expected = reference(op, np.dtype(dtype), *args)
+    assert (ulps(got, expected) <= 1).all()
+
+
+@pytest.mark.parametrize("op", MATH_OPS)
+def test_loops_vectorize(op: str) -> None:
+    """After inlining and O3 for the host, a loop over a math function is vectorized and calls only intrinsics."""
+    for dtype in (np.float32, np.float64):
+        text = compiled(op, np.dtype(dtype), 2 if op in BINARY else 1).optimized_ir
+        calls = set(re.findall(r"call [^@]*@([\w.]+)\(", text))
+        assert all(name.startswith("llvm.") for name in calls), calls
+        lanes = {(int(n), t) for n, t in re.findall(r"<(\d+) x (float|double)>", text)}
+        wide = {(n, t) for n, t in lanes if n >= (8 if t == "float" else 4)}
+        assert wide, f"{op} {np.dtype(dtype).name}: no vector code in\n{text}"
+
+
+def test_function_is_internal_always_inline_and_cached() -> None:
+    module = ir.Module()
+    tanh = math_function(module, "tanh", ir.FloatType())
+    assert tanh is math_function(module, "tanh", ir.FloatType())
+    assert tanh.name == "xlapy.tanh.f32" and tanh.linkage == "internal" and "alwaysinline" in tanh.attributes
+    assert math_function(module, "tanh", ir.DoubleType()).name == "xlapy.tanh.f64"
+    assert math_function(module, "powf", ir.HalfType()).function_type.args == (ir.HalfType(), ir.HalfType())
+    assert math_function(module, "sin", ir.DoubleType()) is module.globals["xlapy.sin.f64"]
+    math_function(module, "cos", ir.DoubleType())  # shares the 2/pi table with sin
+    assert [g for g in module.globals if "two_over_pi" in g] == ["xlapy.math.two_over_pi"]
+
+
+def test_errors_name_the_op() -> None:
+    module = ir.Module()
+    with pytest.raises(UnimplementedError, match="lgamma"):
+        math_function(module, "lgamma", ir.FloatType())
+    with pytest.raises(UnimplementedError, match="i32"):
+        math_function(module, "exp", ir.IntType(32))
+
+
+# --- long sweeps: `pytest -m slow` -------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", MATH_OPS)
+def test_f32_sweep(op: str) -> None:
+    """Millions of f32 arguments (several seeds, plus every 64th float of [2^-8, 2^8)) within 1 ulp."""
+    dtype = np.dtype(np.float32)
+    samples = [sample(op, dtype, 2_000_000, seed) for seed in range(1, 4)]
+    if op not in BINARY:
+        dense = np.arange(0x3B800000, 0x43800000, 64, dtype=np.uint32).view(np.float32)
+        samples.append([np.concatenate([dense, -dense])])
+    for args in samples:
+        got = _run(op, dtype, args)
+        expected = reference(op, dtype, *args)
+        distance = ulps(got, expected)
+        worst = int(np.argmax(distance))
+        assert distance[worst] <= 1, (op, [a[worst] for a in args], got[worst], expected[worst])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", MATH_OPS)
+def test_f64_sweep(op: str) -> None:
+    dtype = np.dtype(np.float64)
+    for seed in range(1, 4):
+        args = sample(op, dtype, 1_000_000, seed)
+        got = _run(op, dtype, args)
+        expected = reference(op, dtype, *args)
+        distance = ulps(got, expected)
+        worst = int(np.argmax(distance))
+        assert distance[worst] <= F64_TOLERANCE.get(op, 1), (op, [a[worst] for a in args], got[worst])
