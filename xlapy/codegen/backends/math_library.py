@@ -630,18 +630,19 @@ _TWO_OVER_PI_BITS = int(
 _TWO_OVER_PI_NBITS = 1216
 
 
+def _payne_hanek_piece(group_bits: int, group: int, c: int) -> float:
+    """Piece c of 2/pi for arguments in [2^(group_bits * group), 2^(group_bits * (group + 1))): its bits
+    [group_bits * group - 56 + 53c, +53) (bit j weighs 2^-j), scaled by 2^(group_bits * group) (which makes it
+    C * 2^(4 - 53c) for the 53-bit integer C). The bits before the first piece only add multiples of 4 once
+    multiplied by such an argument; (x / 2^(group_bits * group)) * piece is an exact double-double."""
+    first = group_bits * group - 56 + 53 * c
+    chunk = (_TWO_OVER_PI_BITS >> (_TWO_OVER_PI_NBITS - (first + 52))) & ((1 << 53) - 1)
+    return float(chunk) * 2.0 ** (4 - 53 * c)
+
+
 def _payne_hanek_table() -> list[float]:
-    """For exponent groups g = 0..127 (|x| in [2^(8g), 2^(8g+8))): four 53-bit pieces T0..T3 of 2/pi starting at
-    bit 8g - 56, each scaled by 2^(8g) (T_c = bits [8g - 56 + 53c, +53) * 2^(4 - 53c)), so that
-    (x / 2^(8g)) * T_c are exact double-doubles and the bits of 2/pi before 8g - 56 (multiples of 4 once
-    multiplied by x) are left out."""
-    table = []
-    for g in range(128):
-        for c in range(4):
-            first = 8 * g - 56 + 53 * c  # bit j weighs 2^-j
-            chunk = (_TWO_OVER_PI_BITS >> (_TWO_OVER_PI_NBITS - (first + 52))) & ((1 << 53) - 1)
-            table.append(float(chunk) * 2.0 ** (4 - 53 * c))
-    return table
+    """Pieces 0..3 for the 128 groups of 8 exponents of f64 arguments, looked up (gathered) by group."""
+    return [_payne_hanek_piece(8, g, c) for g in range(128) for c in range(4)]
 
 
 def _table(e: _Emitter, name: str, values: Callable[[], list[float]]) -> ir.GlobalVariable:
@@ -657,10 +658,10 @@ def _table(e: _Emitter, name: str, values: Callable[[], list[float]]) -> ir.Glob
     return table
 
 
-def _trig_reduce(e: _Emitter, a: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+def _trig_reduce(e: _Emitter, a: ir.Value, precise: bool) -> tuple[ir.Value, ir.Value, ir.Value]:
     """a = (q + f) pi/2 for a = |x| (finite: NaN/inf give garbage); returns (rh, rl, q) with rh + rl = f pi/2,
     |f| <= 1/2 (plus rounding), to ~2^-100 relative even for the a closest to multiples of pi/2, and q as i64
-    (only q mod 4 matters)."""
+    (only q mod 4 matters). precise=False: a is an f32 value (|a| < 2^128, 24 bits)."""
     # Cody-Waite below 2^19: exact products k * part, 2Sum for the differences
     t = e.fma(a, _TWO_OVER_PI, _SHIFT)
     kf = e.sub(t, _SHIFT)
@@ -670,34 +671,44 @@ def _trig_reduce(e: _Emitter, a: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value
     cw_h, cw_l = _fast_two_sum(e, h, e.fma(kf, -_PIO2_4, e.add(e1, e2)))
     cw_q = e.bits(t)
 
-    # Payne-Hanek above: a / 2^(8g) times the pieces T0..T3 of 2/pi for a's exponent group g, reduced modulo 4
-    # piece by piece (x - rint(x) is exact), then the fractions summed with 2Sums (the integer parts give q)
+    # Payne-Hanek above: a / 2^(Gg) times the pieces of 2/pi for a's exponent group g, reduced modulo 4 piece by
+    # piece (x - rint(x) is exact), then the fractions summed with 2Sums (the integer parts give q). f64: groups of
+    # G = 8 exponents, four pieces gathered from a table; f32: 4 groups of G = 32, three pieces chosen by selects
+    # (gathers are slow).
+    group_bits, groups, count = (8, 128, 4) if precise else (32, 4, 3)
     exponent = e.isub(e.lshr(e.bits(a), 52), 1023)
-    group = e.ashr(exponent, 3)
+    group = e.ashr(exponent, group_bits.bit_length() - 1)
     group = e.select(e.icmp("<", group, 0), 0, group)
-    group = e.select(e.icmp(">", group, 127), 127, group)
-    scaled = e.from_bits(e.isub(e.bits(a), e.shl(group, 55)))  # a / 2^(8g), exact
-    table = _table(e, "xlapy.math.two_over_pi", _payne_hanek_table)
+    group = e.select(e.icmp(">", group, groups - 1), groups - 1, group)
+    scaled = e.from_bits(e.isub(e.bits(a), e.shl(group, 52 + group_bits.bit_length() - 1)))  # a / 2^(Gg), exact
     pieces = []
-    for c in range(4):
-        index = e.iadd(e.shl(group, 2), c)
-        address = e.b.gep(table, [ir.Constant(_I64, 0), index], inbounds=True)
-        pieces.append(e.b.load(address))
+    if precise:
+        table = _table(e, "xlapy.math.two_over_pi", _payne_hanek_table)
+        for c in range(count):
+            address = e.b.gep(table, [ir.Constant(_I64, 0), e.iadd(e.shl(group, 2), c)], inbounds=True)
+            pieces.append(e.b.load(address))
+    else:
+        is_group = [e.icmp("==", group, g) for g in range(1, groups)]
+        for c in range(count):
+            piece = e.f(_payne_hanek_piece(group_bits, 0, c))
+            for g in range(1, groups):
+                piece = e.select(is_group[g - 1], _payne_hanek_piece(group_bits, g, c), piece)
+            pieces.append(piece)
     p0 = e.mul(scaled, pieces[0])
     l0 = e.fma(scaled, pieces[0], e.neg(p0))
     p1 = e.mul(scaled, pieces[1])
     l1 = e.fma(scaled, pieces[1], e.neg(p1))
     p2 = e.mul(scaled, pieces[2])
     l2 = e.fma(scaled, pieces[2], e.neg(p2))
-    p3 = e.mul(scaled, pieces[3])
-    m0 = e.sub(p0, e.mul(4.0, e.floor(e.mul(p0, 0.25))))  # p0 mod 4 (p0 is a multiple of 2^-48 below 2^64)
+    small_terms = e.add(l2, e.mul(scaled, pieces[3])) if precise else l2
+    m0 = e.sub(p0, e.mul(4.0, e.floor(e.mul(p0, 0.25))))  # p0 mod 4, exactly
     n0, n1, n2 = e.rint(m0), e.rint(l0), e.rint(p1)
     # the fractions of m0 and l0 are multiples of 2^-48 in [-1/2, 1/2]: their sum is exact
     fh, fl = _two_sum(e, e.add(e.sub(m0, n0), e.sub(l0, n1)), e.sub(p1, n2))
     n3 = e.rint(fh)
     fh, e3 = _two_sum(e, e.sub(fh, n3), l1)
     fh, e4 = _two_sum(e, fh, p2)
-    fh, fl = _fast_two_sum(e, fh, e.add(e.add(e.add(fl, e3), e4), e.add(l2, p3)))
+    fh, fl = _fast_two_sum(e, fh, e.add(e.add(e.add(fl, e3), e4), small_terms))
     ph_q = e.bits(e.add(e.add(e.add(n0, n1), e.add(n2, n3)), _SHIFT))
     rh = e.mul(fh, _PIO2_HI)
     rl = e.add(e.fma(fh, _PIO2_HI, e.neg(rh)), e.fma(fh, _PIO2_LO, e.mul(fl, _PIO2_HI)))
@@ -735,7 +746,7 @@ def _flip_sign(e: _Emitter, value: ir.Value, flip: ir.Value) -> ir.Value:
 
 def _trig(e: _Emitter, x: ir.Value, op: str, precise: bool) -> ir.Value:
     a = e.abs(x)
-    rh, rl, q = _trig_reduce(e, a)
+    rh, rl, q = _trig_reduce(e, a, precise)
     if not precise:
         rh, rl = e.add(rh, rl), e.f(0.0)
     sh, sl = _sin_kernel(e, rh, rl, precise)
