@@ -2,8 +2,8 @@
 
 The key is a fingerprint of everything the machine code depends on: the
 fused computation's text, the fusion's operand and result shapes (with
-layouts), the device, the host CPU and its features, and the versions of
-xlapy and LLVM. On disk (``$XLAPY_CACHE_DIR``, default ``~/.cache/xlapy``) an
+layouts), the device, the host CPU and its features, the versions of xlapy
+and LLVM, and the code generator's source. On disk (``$XLAPY_CACHE_DIR``, default ``~/.cache/xlapy``) an
 entry is a header (a JSON line with the launch dimensions and the SHA-256 of
 the object code) followed by the object code; an entry that does not read
 back exactly is deleted and compiled again, never trusted.
@@ -12,6 +12,7 @@ back exactly is deleted and compiled again, never trusted.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -42,6 +43,19 @@ def cache_directory() -> Path:
     return Path(configured) if configured else Path.home() / ".cache" / "xlapy"
 
 
+@functools.cache
+def _code_generator_hash() -> str:
+    """A hash of the code generator's source, so that a changed compiler never
+    reuses kernels of an older one (even between releases)."""
+    import xlapy.codegen
+
+    root = Path(xlapy.codegen.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def fingerprint(fusion: HloInstruction, device: Device) -> str:
     import llvmlite.binding as llvm
 
@@ -49,7 +63,8 @@ def fingerprint(fusion: HloInstruction, device: Device) -> str:
 
     features = llvm.get_host_cpu_features().flatten()
     parts = [
-        __version__, ".".join(map(str, llvm.llvm_version_info)), llvm.get_host_cpu_name(), features, repr(device),
+        __version__, _code_generator_hash(), ".".join(map(str, llvm.llvm_version_info)),
+        llvm.get_host_cpu_name(), features, repr(device),
         print_computation(fusion.fused_computation), str(fusion.shape),
         ",".join(str(op.shape) for op in fusion.operands),
     ]
