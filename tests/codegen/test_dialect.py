@@ -344,3 +344,35 @@ def test_pure_call_outside_a_module_is_not_checked() -> None:
 def test_bad_map_text_is_a_parse_error() -> None:
     with pytest.raises(ParseError, match="indexing_map"):
         parse_mlir('builtin.module attributes {m = #xla.indexing_map<"(d0) -> (d0), domain: d1 in [0, 3]">} {}')
+
+
+def test_loop_block_argument_types_and_result_types() -> None:
+    init = AllocateSharedOp(TensorType(f32, [4]))
+    indexing_map = IndexingMap.parse("(d0) -> (d0), domain: d0 in [0, 3]")
+    dim = ThreadIdOp("x", 3)
+    wrong_block = Block(arg_types=[f32, init.result.type])
+    wrong_block.add_op(YieldOp([wrong_block.args[1]]))
+    loop = LoopOp([dim.result], indexing_map, [init.result], Region(wrong_block))
+    with pytest.raises(VerifyError, match="body argument #0 has type f32, expected index"):
+        verify_op(loop)
+    good = LoopOp([dim.result], indexing_map, [init.result])
+    good.body.block.add_op(YieldOp([good.iter_args[0]]))
+    verify_op(good)
+    bad_results = LoopOp.build(
+        operands=[[dim.result], [init.result]],
+        result_types=[[TensorType(f32, [5])]],
+        properties={"indexing_map": IndexingMapAttr(indexing_map)},
+        regions=[good.body.clone()],
+    )
+    with pytest.raises(VerifyError, match="result types"):
+        verify_op(bad_results)
+
+
+def test_apply_indexing_result_count() -> None:
+    block = _index_args(1)
+    attr = IndexingMapAttr(IndexingMap.parse("(d0) -> (d0, d0 * 2), domain: d0 in [0, 3]"))
+    op = ApplyIndexingOp.build(
+        operands=[[block.args[0]], []], result_types=[[IndexType()]], properties={"indexing_map": attr}
+    )
+    with pytest.raises(VerifyError, match="1 results, the map has 2 results"):
+        verify_op(op)

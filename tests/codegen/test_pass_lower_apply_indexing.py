@@ -69,11 +69,12 @@ def run_block(block: Block, env: dict[SSAValue, object]) -> list[object]:
         values = [env[v] for v in op.operands]
         if isinstance(op, func.ReturnOp | scf.YieldOp):
             return values
-        env.update(zip(op.results, run_op(op, values)))
+        env.update(zip(op.results, run_op(op, values, env)))
     return []
 
 
-def run_op(op: Operation, values: list) -> Sequence[object]:
+def run_op(op: Operation, values: list, env: dict[SSAValue, object]) -> Sequence[object]:
+    """The results of ``op``; nested blocks see (and, SSA being what it is, may extend) ``env``."""
     if isinstance(op, arith.ConstantOp):
         assert isinstance(op.value, IntegerAttr)
         return [op.value.value.data]
@@ -95,10 +96,11 @@ def run_op(op: Operation, values: list) -> Sequence[object]:
     if isinstance(op, scf.ForOp):
         lower, upper, step, *iters = values
         for i in range(lower, upper, step):
-            iters = run_block(op.body.block, dict(zip(op.body.block.args, [i, *iters])))
+            env.update(zip(op.body.block.args, [i, *iters]))
+            iters = run_block(op.body.block, env)
         return iters
     if isinstance(op, scf.IfOp):
-        return run_block((op.true_region if values[0] else op.false_region).block, {})
+        return run_block((op.true_region if values[0] else op.false_region).block, env)
     raise AssertionError(f"the test evaluator does not know {op.name}")
 
 

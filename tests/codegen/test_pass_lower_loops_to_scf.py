@@ -72,7 +72,7 @@ func.func @main(%input: tensor<6x512x4096xbf16>, %output: tensor<6x512x4096xbf16
 }
 """
 
-A73_CHECKS = """
+A73_CHECKS = r"""
 CHECK: #map = #xla.indexing_map<"(th_x, bl_x)[vector_index] -> (bl_x floordiv 4096,
 CHECK-LABEL: func.func @main
 CHECK-DAG: %c0 = arith.constant 0 : index
@@ -129,8 +129,9 @@ CHECK: arith.cmpi sge, %b, %c0
 CHECK: arith.cmpi sle, %b, %c3
 CHECK: %inbounds = arith.andi
 CHECK-NEXT: %r = scf.if %inbounds -> (tensor<4x6xf32>) {
-CHECK-NEXT: %i, %j = xla.apply_indexing #xla.indexing_map<"(d0, d1) -> (d1, d0), domain: d0 in [0, 5], d1 in [0, 3]">(%a, %b)
-CHECK-NEXT: %u = tensor.insert %x into %it[%i, %j] : tensor<4x6xf32>
+CHECK-NEXT: %i, %j = xla.apply_indexing #xla.indexing_map<"(d0, d1) -> (d1, d0),
+CHECK-SAME: domain: d0 in [0, 5], d1 in [0, 3]">(%a, %b)
+CHECK-NEXT: %u = tensor.insert %x into %t[%i, %j] : tensor<4x6xf32>
 CHECK-NEXT: scf.yield %u
 CHECK-NEXT: } else {
 CHECK-NEXT: scf.yield %t
@@ -155,7 +156,8 @@ func.func @f(%a: index, %t: tensor<16xf32>, %x: f32) -> tensor<16xf32> {
         """
 CHECK: scf.for %s = %c0 to %c4 step %c1
 CHECK: [[DIM:%[0-9]+]] = arith.andi
-CHECK-NEXT: [[E:%[0-9]+]] = xla.apply_indexing #xla.indexing_map<"(d0)[s0] -> ((d0 + s0) mod 2), domain: d0 in [0, 3], s0 in [0, 3]">(%a)[%s]
+CHECK-NEXT: [[E:%[0-9]+]] = xla.apply_indexing #xla.indexing_map<"(d0)[s0] -> ((d0 + s0) mod 2),
+CHECK-SAME: domain: d0 in [0, 3], s0 in [0, 3]">(%a)[%s]
 CHECK-NEXT: [[GE:%[0-9]+]] = arith.cmpi sge, [[E]], %c0 : index
 CHECK-NEXT: [[LE:%[0-9]+]] = arith.cmpi sle, [[E]], %c0 : index
 CHECK-NEXT: [[C:%[0-9]+]] = arith.andi [[GE]], [[LE]] : i1
@@ -196,7 +198,8 @@ func.func @f(%a: index, %t: tensor<4xf32>, %x: f32) {
 
 # The visiting order (first symbol outermost) and the domain, run by the evaluator.
 ORDER_MAP = (
-    "(d0)[s0, s1] -> (d0 * 2 + s0, s1), domain: d0 in [0, 3], s0 in [0, 1], s1 in [1, 3], (d0 + s0 + s1) mod 2 in [0, 0]"
+    "(d0)[s0, s1] -> (d0 * 2 + s0, s1), "
+    "domain: d0 in [0, 3], s0 in [0, 1], s1 in [1, 3], (d0 + s0 + s1) mod 2 in [0, 0]"
 )
 ORDER = f"""
 func.func @f(%d: index, %t: tensor<8x4xindex>) -> (tensor<8x4xindex>, index) {{

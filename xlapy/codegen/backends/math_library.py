@@ -662,7 +662,7 @@ def _trig_reduce(e: _Emitter, a: ir.Value, precise: bool) -> tuple[ir.Value, ir.
     """a = (q + f) pi/2 for a = |x| (finite: NaN/inf give garbage); returns (rh, rl, q) with rh + rl = f pi/2,
     |f| <= 1/2 (plus rounding), to ~2^-100 relative even for the a closest to multiples of pi/2, and q as i64
     (only q mod 4 matters). precise=False: a is an f32 value (|a| < 2^128, 24 bits)."""
-    # Cody-Waite below 2^19: exact products k * part, 2Sum for the differences
+    # Cody-Waite below 2^19 (f64): exact products k * part, 2Sum for the differences
     t = e.fma(a, _TWO_OVER_PI, _SHIFT)
     kf = e.sub(t, _SHIFT)
     r1 = e.fma(kf, -_PIO2_1, a)
@@ -713,6 +713,8 @@ def _trig_reduce(e: _Emitter, a: ir.Value, precise: bool) -> tuple[ir.Value, ir.
     rh = e.mul(fh, _PIO2_HI)
     rl = e.add(e.fma(fh, _PIO2_HI, e.neg(rh)), e.fma(fh, _PIO2_LO, e.mul(fl, _PIO2_HI)))
 
+    if not precise:  # group 0 covers everything below 2^32 (the first piece is 0 there): no Cody-Waite needed
+        return rh, rl, ph_q
     small = e.lt(a, _CODY_WAITE_LIMIT)
     return e.select(small, cw_h, rh), e.select(small, cw_l, rl), e.select(small, cw_q, ph_q)
 
@@ -777,12 +779,18 @@ for _name in ("sin", "cos", "tan"):
 
 # inverse trigonometric functions
 
-# erf(x) = x + x P(x^2), |x| < 0.84375: relative error 2.2e-17 / 1.2e-10
+# erf(x) = x + x P(x^2), |x| < 0.84375: relative error 2.2e-17
 _ERF_P64 = (0.12837916709551256, -0.37612638903183376, 0.11283791670934191, -0.02686617064058085,
             0.005223977574577762, -0.0008548323697516379, 0.00012055196972240435, -1.4922063263689957e-05,
             1.6400937149889671e-06, -1.570990439684421e-07, 1.0713824985165146e-08)  # fmt: skip
-_ERF_P32 = (0.12837916695746374, -0.3761263703791251, 0.11283750167750596, -0.026862681470018926,
-            0.00520988747597489, -0.0008252238273328364, 8.876226038925111e-05)  # fmt: skip
+# erf(x) = x P(x^2) / Q(x^2), |x| <= 4: relative error 1.3e-11
+_ERF_P32 = (1.128379167088802, 0.20177489606452734, 0.058346781213728084, 0.005030254321227503,
+            0.0005176578362839374, 2.226154767274734e-05, 7.578578549158039e-07, 2.9785343775528103e-09)  # fmt: skip
+_ERF_Q32 = (1.0, 0.5121516785940926, 0.12242571929591695, 0.017860860301926497, 0.001734296095705651,
+            0.00011311272418634843, 4.5970042642417165e-06, 7.314649761752818e-08)  # fmt: skip
+# erfc(x) = 1 - x - x P(x^2) for the f32 kernels, |x| < 0.84375: relative error 1.2e-10
+_ERFC_SMALL_P32 = (0.12837916695746374, -0.3761263703791251, 0.11283750167750596, -0.026862681470018926,
+                   0.00520988747597489, -0.0008252238273328364, 8.876226038925111e-05)  # fmt: skip
 # (1 + 2x) exp(x^2) erfc(x) = h(t), t = (x - K) / (x + K), x in [0.84375, 27.3] (K = 4) / [0.84375, 10.1]
 # (K = 5/2): relative error 5.6e-17 / 6.5e-12
 _ERFC_K64 = 4.0
@@ -816,33 +824,64 @@ _ATAN_HI = (0.0, float.fromhex("0x1.dac670561bb4fp-2"), float.fromhex("0x1.921fb
             float.fromhex("0x1.f730bd281f69bp-1"), _PIO2_HI)  # atan(0), atan(1/2), atan(1), atan(3/2), atan(inf)
 _ATAN_LO = (0.0, float.fromhex("0x1.a2b7f222f65e2p-56"), float.fromhex("0x1.1a62633145c07p-55"),
             float.fromhex("0x1.007887af0cbbdp-56"), _PIO2_LO)  # fmt: skip
+_PI_MINUS_ATAN_HI = (float.fromhex("0x1.921fb54442d18p+1"), float.fromhex("0x1.56c6e7397f5aep+1"),
+                     float.fromhex("0x1.2d97c7f3321d2p+1"), float.fromhex("0x1.145385fa3af71p+1"), _PIO2_HI)  # fmt: skip
+_PI_MINUS_ATAN_LO = (float.fromhex("0x1.1a62633145c07p-53"), float.fromhex("0x1.660b64ece6f4bp-53"),
+                     float.fromhex("0x1.a79394c9e8a0ap-54"), float.fromhex("0x1.fa53523b6428fp-53"), _PIO2_LO)  # fmt: skip
 _PI_HI = float.fromhex("0x1.921fb54442d18p+1")
 _PI_LO = float.fromhex("0x1.1a62633145c07p-53")
 
 
-def _atan_positive(e: _Emitter, a: ir.Value, precise: bool) -> ir.Value:
-    """atan(a) for a >= 0 (inf: pi/2) as in fdlibm: a is moved next to 0, 1/2, 1, 3/2 or inf, where atan is
-    known to double-double precision, by one division; then an odd polynomial on |t| <= 7/16."""
-    # pieces: t = (a - c) / (1 + c a) for c = 0, 1/2, 1, 3/2, and t = -1/a beyond 39/16
-    numerator, denominator = e.f(-1.0), a
-    hi, lo = e.f(_ATAN_HI[4]), e.f(_ATAN_LO[4])
-    for limit, num, den, index in (
-        (39 / 16, lambda: e.sub(a, 1.5), lambda: e.fma(a, 1.5, 1.0), 3),
-        (19 / 16, lambda: e.sub(a, 1.0), lambda: e.add(a, 1.0), 2),
-        (11 / 16, lambda: e.sub(e.add(a, a), 1.0), lambda: e.add(a, 2.0), 1),
-        (7 / 16, lambda: a, lambda: e.f(1.0), 0),
+def _atan_positive(
+    e: _Emitter,
+    n: ir.Value,
+    d: ir.Value | float,
+    precise: bool,
+    correction: ir.Value | None = None,
+    flip: ir.Value | None = None,
+) -> ir.Value:
+    """atan(n / d) + correction (a tiny term added with the low part), or pi minus that where the i1 `flip` is
+    set, for n, d >= 0 (n/d = inf: pi/2), as in fdlibm: n/d is moved next to c = 0, 1/2, 1, 3/2 or inf, where
+    atan(c) and pi - atan(c) are known to double-double precision, by one division; then an odd polynomial on
+    |t| <= 7/16. d is 1 (exact differences) or f32 values widened to f64 (exact products by 3 and 7/16)."""
+    # pieces: t = (n - c d) / (d + c n) for c = 0, 1/2, 1, 3/2, and t = -d/n beyond 39/16
+    numerator, denominator = e.neg(d), n
+    index = e.i(4)
+    n2, d2 = e.add(n, n), e.add(d, d)
+    for limit, num, den, i in (
+        (39 / 16, lambda: e.sub(n2, e.mul(d, 3.0)), lambda: e.fma(n, 3.0, d2), 3),
+        (19 / 16, lambda: e.sub(n, d), lambda: e.add(n, d), 2),
+        (11 / 16, lambda: e.sub(n2, d), lambda: e.add(d2, n), 1),
+        (7 / 16, lambda: n, lambda: e.f(d), 0),
     ):
-        inside = e.lt(a, limit)
+        inside = e.lt(n, e.mul(d, limit))
         numerator, denominator = e.select(inside, num(), numerator), e.select(inside, den(), denominator)
-        hi, lo = e.select(inside, _ATAN_HI[index], hi), e.select(inside, _ATAN_LO[index], lo)
+        index = e.select(inside, i, index)
     t = e.div(numerator, denominator)
     z = e.mul(t, t)
     ts = e.mul(e.mul(t, z), e.horner(z, _ATAN_P64 if precise else _ATAN_P32))  # atan(t) - t
-    return e.sub(hi, e.sub(e.sub(e.neg(ts), lo), t))
+    # value = hi - ((s ts - lo) + s t) with s = -1 (atan) or +1 (pi - atan, with the constants for pi - atan(c))
+    hi, lo = e.f(_ATAN_HI[4]), e.f(_ATAN_LO[4])
+    for i in range(4):
+        hi = e.select(e.icmp("==", index, i), _ATAN_HI[i], hi)
+        lo = e.select(e.icmp("==", index, i), _ATAN_LO[i], lo)
+    if correction is not None:
+        lo = e.add(lo, correction)
+    t, ts = e.neg(t), e.neg(ts)
+    if flip is not None:
+        pi_hi, pi_lo = e.f(_PI_MINUS_ATAN_HI[4]), e.f(_PI_MINUS_ATAN_LO[4])
+        for i in range(4):
+            pi_hi = e.select(e.icmp("==", index, i), _PI_MINUS_ATAN_HI[i], pi_hi)
+            pi_lo = e.select(e.icmp("==", index, i), _PI_MINUS_ATAN_LO[i], pi_lo)
+        if correction is not None:
+            pi_lo = e.sub(pi_lo, correction)
+        hi, lo = e.select(flip, pi_hi, hi), e.select(flip, pi_lo, lo)
+        t, ts = e.select(flip, e.neg(t), t), e.select(flip, e.neg(ts), ts)
+    return e.sub(hi, e.add(e.sub(ts, lo), t))
 
 
 def _atan(e: _Emitter, x: ir.Value, precise: bool) -> ir.Value:
-    return e.copysign(_atan_positive(e, e.abs(x), precise), x)
+    return e.copysign(_atan_positive(e, e.abs(x), 1.0, precise), x)
 
 
 def _atan2(e: _Emitter, y: ir.Value, x: ir.Value, precise: bool) -> ir.Value:
@@ -852,9 +891,15 @@ def _atan2(e: _Emitter, y: ir.Value, x: ir.Value, precise: bool) -> ir.Value:
     both_zero = e.and_(e.eq(ay, 0.0), e.eq(ax, 0.0))
     ay = e.select(both_inf, 1.0, ay)
     ax = e.select(e.or_(both_inf, both_zero), 1.0, ax)
-    a = _atan_positive(e, e.div(ay, ax), precise)
-    # x < 0 (or -0): pi - a
-    a = e.select(e.icmp("<", e.bits(x), 0), e.sub(_PI_HI, e.sub(a, _PI_LO)), a)
+    negative_x = e.icmp("<", e.bits(x), 0)  # x < 0 or -0: pi - atan|y/x|
+    if precise:  # q + ql = |y/x|; atan(q + ql) = atan(q) + ql / (1 + q^2)
+        q = e.div(ay, ax)
+        ql = e.div(e.fma(e.neg(q), ax, ay), ax)
+        correction = e.div(ql, e.fma(q, q, 1.0))
+        correction = e.select(e.lt(e.abs(correction), 1.0), correction, 0.0)  # x = inf or 0: NaN
+        a = _atan_positive(e, q, 1.0, True, correction, negative_x)
+    else:  # f32 arguments: the quotient is folded into the reduction
+        a = _atan_positive(e, ay, ax, False, flip=negative_x)
     return e.copysign(a, y)
 
 
@@ -945,9 +990,30 @@ def _acosh(e: _Emitter, x: ir.Value, precise: bool) -> ir.Value:
     return e.select(e.lt(x, 1.0), _NAN, result)
 
 
-_register("atanh", f64=lambda e, x: _atanh(e, x, True), f32=lambda e, x: _atanh(e, x, False))
-_register("asinh", f64=lambda e, x: _asinh(e, x, True), f32=lambda e, x: _asinh(e, x, False))
-_register("acosh", f64=lambda e, x: _acosh(e, x, True), f32=lambda e, x: _acosh(e, x, False))
+# f32 arguments in f64: the textbook formulas lose nothing that matters (1 +- a and x^2 - 1 = (x - 1)(x + 1) are
+# exact or nearly, and the logarithm's argument stays away from 1 except where the result is ~a)
+
+
+def _atanh32(e: _Emitter, x: ir.Value) -> ir.Value:
+    a = e.abs(x)
+    result = e.mul(0.5, _log32(e, e.div(e.add(1.0, a), e.sub(1.0, a))))
+    return e.copysign(e.select(e.lt(a, 2.0**-14), a, result), x)  # atanh a = a (1 + a^2/3 + ...)
+
+
+def _asinh32(e: _Emitter, x: ir.Value) -> ir.Value:
+    a = e.abs(x)
+    result = _log32(e, e.add(a, e.sqrt(e.fma(a, a, 1.0))))  # a^2 <= 2^256: no overflow
+    return e.copysign(e.select(e.lt(a, 2.0**-14), a, result), x)  # asinh a = a (1 - a^2/6 + ...)
+
+
+def _acosh32(e: _Emitter, x: ir.Value) -> ir.Value:
+    result = _log32(e, e.add(x, e.sqrt(e.mul(e.sub(x, 1.0), e.add(x, 1.0)))))
+    return e.select(e.lt(x, 1.0), _NAN, result)
+
+
+_register("atanh", f64=lambda e, x: _atanh(e, x, True), f32=_atanh32)
+_register("asinh", f64=lambda e, x: _asinh(e, x, True), f32=_asinh32)
+_register("acosh", f64=lambda e, x: _acosh(e, x, True), f32=_acosh32)
 
 
 # error function
@@ -975,15 +1041,22 @@ def _erfc_large(e: _Emitter, a: ir.Value, precise: bool) -> ir.Value:
 
 def _erf_small(e: _Emitter, x: ir.Value, precise: bool) -> ir.Value:
     """erf(x) - x for |x| < 0.84375."""
-    return e.mul(x, e.horner(e.mul(x, x), _ERF_P64 if precise else _ERF_P32))
+    return e.mul(x, e.horner(e.mul(x, x), _ERF_P64 if precise else _ERFC_SMALL_P32))
 
 
-def _erf(e: _Emitter, x: ir.Value, precise: bool) -> ir.Value:
+def _erf64(e: _Emitter, x: ir.Value) -> ir.Value:
     a = e.abs(x)
-    small = e.add(a, _erf_small(e, a, precise))
-    # erf rounds to 1 beyond 5.93 (f64) / 3.92 (f32)
-    large = e.sub(1.0, _erfc_large(e, e.select(e.gt(a, 6.0), 6.0, a), precise))
+    small = e.add(a, _erf_small(e, a, True))
+    large = e.sub(1.0, _erfc_large(e, e.select(e.gt(a, 6.0), 6.0, a), True))  # erf rounds to 1 beyond 5.93
     return e.copysign(e.select(e.lt(a, _ERF_SMALL), small, large), x)
+
+
+def _erf32(e: _Emitter, x: ir.Value) -> ir.Value:
+    # erf(a) = a P(a^2) / Q(a^2) on [0, 4] (relative error 1.3e-11); erf rounds to 1 in f32 beyond 3.92
+    a = e.abs(x)
+    a = e.select(e.gt(a, 4.0), 4.0, a)
+    z = e.mul(a, a)
+    return e.copysign(e.div(e.mul(a, e.horner(z, _ERF_P32)), e.horner(z, _ERF_Q32)), x)
 
 
 def _erfc(e: _Emitter, x: ir.Value, precise: bool) -> ir.Value:
@@ -999,7 +1072,7 @@ def _erfc(e: _Emitter, x: ir.Value, precise: bool) -> ir.Value:
 
 
 _ERF_SMALL = 0.84375
-_register("erf", f64=lambda e, x: _erf(e, x, True), f32=lambda e, x: _erf(e, x, False))
+_register("erf", f64=_erf64, f32=_erf32)
 _register("erfc", f64=lambda e, x: _erfc(e, x, True), f32=lambda e, x: _erfc(e, x, False))
 
 

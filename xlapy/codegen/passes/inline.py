@@ -74,19 +74,30 @@ def _hoist_constants(constants: list[arith.ConstantOp]) -> None:
         return
     entry = caller.body.blocks.first
     assert entry is not None
-    existing = {(c.value, c.result.type): c for c in entry.ops if isinstance(c, arith.ConstantOp)}
-    anchor = next((op for op in entry.ops if not isinstance(op, arith.ConstantOp)), None)
+    existing: dict[tuple, arith.ConstantOp] = {}
     for constant in constants:
-        same = existing.get((constant.value, constant.result.type))
-        if same is not None:
-            Rewriter.replace_op(constant, [], [same.result])
-            continue
-        constant.detach()
-        if anchor is not None:
-            entry.insert_op_before(constant, anchor)
+        key = (constant.value, constant.result.type)
+        if key in existing:
+            Rewriter.replace_op(constant, [], [existing[key].result])
         else:
-            entry.add_op(constant)
-        existing[(constant.value, constant.result.type)] = constant
+            existing[key] = constant
+            constant.detach()
+    for op in entry.ops:
+        if not isinstance(op, arith.ConstantOp):
+            continue
+        key = (op.value, op.result.type)
+        moving = existing.get(key)
+        if moving is not None and moving.parent is None:  # one is already in the entry block: keep that one
+            moving.result.replace_all_uses_with(op.result)
+            moving.erase()
+            existing[key] = op
+    anchor = next((op for op in entry.ops if not isinstance(op, arith.ConstantOp)), None)
+    for constant in existing.values():
+        if constant.parent is None:
+            if anchor is not None:
+                entry.insert_op_before(constant, anchor)
+            else:
+                entry.add_op(constant)
 
 
 class InlinePass(ModulePass):

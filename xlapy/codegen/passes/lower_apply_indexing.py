@@ -15,6 +15,7 @@ Each subexpression is emitted once per op (a cache keyed by the expression):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from xdsl.builder import Builder
@@ -26,16 +27,17 @@ from xdsl.ir.affine import AffineBinaryOpExpr, AffineConstantExpr, AffineDimExpr
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from xlapy.codegen.dialect import ApplyIndexingOp
+from xlapy.codegen.dialect import ApplyIndexingOp, IndexingMapAttr
 from xlapy.errors import UnimplementedError
 from xlapy.indexing import IndexingMap
 from xlapy.indexing.affine import ADD, CEILDIV, FLOORDIV, MOD, MUL, binary_rhs_constant, constant_value
 from xlapy.indexing.simplifier import RangeEvaluator
 
 
-def _lowering_map(op: ApplyIndexingOp) -> IndexingMap:
+@functools.lru_cache(maxsize=4096)  # unrolled loops repeat the same maps many times
+def _lowering_map(attr: IndexingMapAttr) -> IndexingMap:
     """The simplified map, unless simplifying changed its arity or found it empty."""
-    original = op.indexing_map
+    original = attr.indexing_map
     simplified = original.simplify()
     if (
         simplified.is_known_empty()
@@ -50,7 +52,7 @@ def _lowering_map(op: ApplyIndexingOp) -> IndexingMap:
 class _ExprEmitter:
     def __init__(self, op: ApplyIndexingOp):
         self.op = op
-        self.map = _lowering_map(op)
+        self.map = _lowering_map(op.indexing_map_attr)
         self.ranges = RangeEvaluator(self.map)
         self.builder = Builder(InsertPoint.before(op))
         self.dims = list(op.dims)

@@ -63,6 +63,11 @@ class _LoopLowering:
         if self.map.is_known_empty():  # no iteration runs: the results are the inits
             results: Sequence[SSAValue] = list(loop.inits)
         else:
+            # The loop bounds and the dimension bounds first, so that the constants lead the lowered code.
+            for var in self.map.range_vars:
+                self.constants(var.bounds.lower), self.constants(var.bounds.upper + 1), self.constants(1)
+            for var in self.map.dim_vars:
+                self.constants(var.bounds.lower), self.constants(var.bounds.upper)
             results = self.loops(Builder(InsertPoint.before(loop)), [], list(loop.inits))
         for old, new in zip(loop.results, results):
             if new.name_hint is None:
