@@ -4,9 +4,6 @@ rank 0, tensor constants, transfers, and every place a tensor type occurs."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,22 +11,12 @@ import pytest
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, NoneAttr, TensorType
 
+from tests.codegen.filecheck import filecheck
 from xlapy.codegen.dialect import ApplyIndexingOp, IndexingMapAttr
 from xlapy.codegen.mlir_text import parse_mlir, print_mlir, verify_op
 from xlapy.codegen.passes.flatten_tensors import FlattenTensorsPass, strides
 from xlapy.errors import UnimplementedError
 from xlapy.indexing import IndexingMap
-
-
-def filecheck(output: str, checks: str, tmp_path: Path) -> None:
-    """Runs the FileCheck clone of the venv on ``output``; fails with its message."""
-    check_file = tmp_path / "checks.txt"
-    check_file.write_text(checks)
-    tool = Path(sys.executable).parent / "filecheck"
-    command = str(tool) if tool.exists() else shutil.which("filecheck")
-    assert command, "the filecheck tool is not installed"
-    result = subprocess.run([command, str(check_file)], input=output, capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stderr + "\n" + output
 
 
 def flatten(text: str) -> ModuleOp:

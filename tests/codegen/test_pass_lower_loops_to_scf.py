@@ -6,9 +6,6 @@ IndexingMap.domain."""
 from __future__ import annotations
 
 import itertools
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,22 +13,12 @@ import pytest
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
+from tests.codegen.filecheck import filecheck
 from tests.codegen.test_pass_lower_apply_indexing import run_function
 from xlapy.codegen.dialect import ApplyIndexingOp, LoopOp
 from xlapy.codegen.mlir_text import parse_mlir, print_mlir, verify_op
 from xlapy.codegen.passes.lower_loops_to_scf import LowerLoopsToScfPass
 from xlapy.indexing import IndexingMap
-
-
-def filecheck(output: str, checks: str, tmp_path: Path) -> None:
-    """Runs the FileCheck clone of the venv on ``output``; fails with its message."""
-    check_file = tmp_path / "checks.txt"
-    check_file.write_text(checks)
-    tool = Path(sys.executable).parent / "filecheck"
-    command = str(tool) if tool.exists() else shutil.which("filecheck")
-    assert command, "the filecheck tool is not installed"
-    result = subprocess.run([command, str(check_file)], input=output, capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stderr + "\n" + output
 
 
 def lower(text: str) -> ModuleOp:

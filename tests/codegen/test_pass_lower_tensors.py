@@ -3,29 +3,16 @@ scf.for/scf.if vanishing, slice merging, calls of helper functions, and the IR i
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import ModuleOp, TensorType
 
+from tests.codegen.filecheck import filecheck
 from xlapy.codegen.mlir_text import parse_mlir, print_mlir
 from xlapy.codegen.passes.lower_tensors import LowerTensorsPass
 from xlapy.errors import UnimplementedError, VerifyError
-
-
-def filecheck(output: str, checks: str, tmp_path: Path) -> None:
-    """Runs the FileCheck clone of the venv on ``output``; fails with its message."""
-    check_file = tmp_path / "checks.txt"
-    check_file.write_text(checks)
-    tool = Path(sys.executable).parent / "filecheck"
-    command = str(tool) if tool.exists() else shutil.which("filecheck")
-    assert command, "the filecheck tool is not installed"
-    result = subprocess.run([command, str(check_file)], input=output, capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stderr + "\n" + output
 
 
 def lower(text: str) -> ModuleOp:

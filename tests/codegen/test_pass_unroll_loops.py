@@ -4,9 +4,6 @@ after unrolling compared with xDSL's interpreter (arith/scf/func)."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,19 +14,9 @@ from xdsl.interpreters.arith import ArithFunctions
 from xdsl.interpreters.func import FuncFunctions
 from xdsl.interpreters.scf import ScfFunctions
 
+from tests.codegen.filecheck import filecheck
 from xlapy.codegen.mlir_text import parse_mlir, print_mlir, verify_op
 from xlapy.codegen.passes.unroll_loops import MAX_TRIP_COUNT, UnrollLoopsPass
-
-
-def filecheck(output: str, checks: str, tmp_path: Path) -> None:
-    """Runs the FileCheck clone of the venv on ``output``; fails with its message."""
-    check_file = tmp_path / "checks.txt"
-    check_file.write_text(checks)
-    tool = Path(sys.executable).parent / "filecheck"
-    command = str(tool) if tool.exists() else shutil.which("filecheck")
-    assert command, "the filecheck tool is not installed"
-    result = subprocess.run([command, str(check_file)], input=output, capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stderr + "\n" + output
 
 
 def unroll(text: str) -> ModuleOp:

@@ -4,28 +4,15 @@ unsuitable loops or element types, stores whose result is used elsewhere)."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from xdsl.dialects import vector
 from xdsl.dialects.builtin import ModuleOp
 
+from tests.codegen.filecheck import filecheck
 from xlapy.codegen.mlir_text import parse_mlir, print_mlir, verify_op
 from xlapy.codegen.passes.vectorize_loads_stores import VectorizeLoadsStoresPass
-
-
-def filecheck(output: str, checks: str, tmp_path: Path) -> None:
-    """Runs the FileCheck clone of the venv on ``output``; fails with its message."""
-    check_file = tmp_path / "checks.txt"
-    check_file.write_text(checks)
-    tool = Path(sys.executable).parent / "filecheck"
-    command = str(tool) if tool.exists() else shutil.which("filecheck")
-    assert command, "the filecheck tool is not installed"
-    result = subprocess.run([command, str(check_file)], input=output, capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stderr + "\n" + output
 
 
 def vectorize(text: str) -> ModuleOp:
