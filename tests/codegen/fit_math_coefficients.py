@@ -5,7 +5,8 @@
 prints, for each approximation, the coefficients (as Python floats, exact) and the maximal weighted error before
 and after rounding them to doubles. Polynomials come from a discrete Remez exchange on a Chebyshev grid; the two
 rational f32 approximations (tanh, erf) from Lawson-weighted linearised least squares. Also prints the split
-constants (ln 2, pi/2, ...) and the bits of 2/pi used by Payne & Hanek's reduction.
+constants (ln 2, pi/2, ...) and the bits of 2/pi used by Payne & Hanek's reduction. (Some committed values came
+from slightly different grids: their last digits may differ from this script's, with the same errors.)
 """
 
 from __future__ import annotations
@@ -162,8 +163,10 @@ def constants() -> None:
         parts.append(mp.floor(rest * scale) / scale)
         rest -= parts[-1]
     print("pi/2 parts:", [float(p).hex() for p in [*parts, rest]])
-    for name, v in [("pi/2", pio2), ("pi", mp.pi), ("atan(1/2)", mp.atan(0.5)), ("atan(1)", mp.atan(1)),
-                    ("atan(3/2)", mp.atan(1.5)), ("2/3", mp.mpf(2) / 3)]:  # fmt: skip
+    named = [("pi/2", pio2), ("pi", mp.pi), ("2/3", mp.mpf(2) / 3)]
+    for c in (0.5, 1, 1.5):
+        named += [(f"atan({c})", mp.atan(c)), (f"pi - atan({c})", mp.pi - mp.atan(c))]
+    for name, v in named:
         print(f"{name}: hi {float(v).hex()} lo {float(v - mp.mpf(float(v))).hex()}")
     print("cbrt(2), cbrt(4):", float(mp.cbrt(2)).hex(), float(mp.cbrt(4)).hex())
     with mp.workprec(1400):

@@ -1,0 +1,242 @@
+"""The instruction emitter of the math library kernels, the double-double helpers and the op registry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+F64 = ir.DoubleType()
+F32 = ir.FloatType()
+I64 = ir.IntType(64)
+
+INF = float("inf")
+NAN = float("nan")
+
+
+class Emitter:
+    """Straight-line f64 / i64 arithmetic on top of an IRBuilder: no branches, only intrinsics that lower to
+    instructions, so that the vectorizers can widen every function after inlining."""
+
+    def __init__(self, builder: ir.IRBuilder):
+        self.b = builder
+        self.module: ir.Module = builder.module
+
+    # values
+    def f(self, value: float | ir.Value) -> ir.Value:
+        return ir.Constant(F64, value) if isinstance(value, (float, int)) else value
+
+    def i(self, value: int | ir.Value) -> ir.Value:
+        return ir.Constant(I64, value) if isinstance(value, int) else value
+
+    def _intrinsic(self, name: str, *args: ir.Value) -> ir.Value:
+        full = f"{name}.f64"
+        fn = self.module.globals.get(full)
+        if fn is None:
+            fn = ir.Function(self.module, ir.FunctionType(F64, [F64] * len(args)), full)
+        return self.b.call(fn, list(args))
+
+    # float arithmetic (no fast-math flags: the error-free transformations rely on IEEE rounding)
+    def add(self, a, b) -> ir.Value:
+        return self.b.fadd(self.f(a), self.f(b))
+
+    def sub(self, a, b) -> ir.Value:
+        return self.b.fsub(self.f(a), self.f(b))
+
+    def mul(self, a, b) -> ir.Value:
+        return self.b.fmul(self.f(a), self.f(b))
+
+    def div(self, a, b) -> ir.Value:
+        return self.b.fdiv(self.f(a), self.f(b))
+
+    def neg(self, a) -> ir.Value:
+        return self.b.fneg(self.f(a))
+
+    def fma(self, a, b, c) -> ir.Value:
+        """a*b + c rounded once (used where exactness matters)."""
+        return self._intrinsic("llvm.fma", self.f(a), self.f(b), self.f(c))
+
+    def mad(self, a, b, c) -> ir.Value:
+        """a*b + c, fused when the target has FMA (polynomial steps, where either rounding is fine)."""
+        return self._intrinsic("llvm.fmuladd", self.f(a), self.f(b), self.f(c))
+
+    def abs(self, a) -> ir.Value:
+        return self._intrinsic("llvm.fabs", self.f(a))
+
+    def floor(self, a) -> ir.Value:
+        return self._intrinsic("llvm.floor", self.f(a))
+
+    def rint(self, a) -> ir.Value:
+        return self._intrinsic("llvm.roundeven", self.f(a))
+
+    def sqrt(self, a) -> ir.Value:
+        return self._intrinsic("llvm.sqrt", self.f(a))
+
+    def copysign(self, magnitude, sign) -> ir.Value:
+        return self._intrinsic("llvm.copysign", self.f(magnitude), self.f(sign))
+
+    def horner(self, x: ir.Value, coefficients: tuple[float, ...]) -> ir.Value:
+        """c0 + c1 x + c2 x^2 + ... (coefficients in increasing degree)."""
+        result = self.f(coefficients[-1])
+        for c in reversed(coefficients[:-1]):
+            result = self.mad(result, x, c)
+        return result
+
+    # comparisons (ordered: false when an operand is NaN) and selection
+    def lt(self, a, b) -> ir.Value:
+        return self.b.fcmp_ordered("<", self.f(a), self.f(b))
+
+    def le(self, a, b) -> ir.Value:
+        return self.b.fcmp_ordered("<=", self.f(a), self.f(b))
+
+    def gt(self, a, b) -> ir.Value:
+        return self.b.fcmp_ordered(">", self.f(a), self.f(b))
+
+    def eq(self, a, b) -> ir.Value:
+        return self.b.fcmp_ordered("==", self.f(a), self.f(b))
+
+    def ne(self, a, b) -> ir.Value:
+        """a != b, true when either is NaN."""
+        return self.b.fcmp_unordered("!=", self.f(a), self.f(b))
+
+    def isnan(self, a) -> ir.Value:
+        return self.b.fcmp_unordered("uno", self.f(a), self.f(a))
+
+    def select(self, cond, a, b) -> ir.Value:
+        """cond ? a : b; Python numbers become constants of the other operand's type (two ints: i64, else f64)."""
+        type = a.type if isinstance(a, ir.Value) else b.type if isinstance(b, ir.Value) else None
+        type = type or (I64 if isinstance(a, int) and isinstance(b, int) else F64)
+        a = a if isinstance(a, ir.Value) else ir.Constant(type, a)
+        b = b if isinstance(b, ir.Value) else ir.Constant(type, b)
+        return self.b.select(cond, a, b)
+
+    def and_(self, a, b) -> ir.Value:
+        return self.b.and_(a, b)
+
+    def or_(self, a, b) -> ir.Value:
+        return self.b.or_(a, b)
+
+    def not_(self, a) -> ir.Value:
+        return self.b.not_(a)
+
+    def clamp(self, x, low: float, high: float) -> ir.Value:
+        """x limited to [low, high]; NaN stays NaN."""
+        x = self.select(self.lt(x, low), low, x)
+        return self.select(self.gt(x, high), high, x)
+
+    # bits and integers
+    def bits(self, x) -> ir.Value:
+        return self.b.bitcast(self.f(x), I64)
+
+    def from_bits(self, i) -> ir.Value:
+        return self.b.bitcast(self.i(i), F64)
+
+    def iadd(self, a, b) -> ir.Value:
+        return self.b.add(self.i(a), self.i(b))
+
+    def isub(self, a, b) -> ir.Value:
+        return self.b.sub(self.i(a), self.i(b))
+
+    def iand(self, a, b) -> ir.Value:
+        return self.b.and_(self.i(a), self.i(b))
+
+    def ior(self, a, b) -> ir.Value:
+        return self.b.or_(self.i(a), self.i(b))
+
+    def ixor(self, a, b) -> ir.Value:
+        return self.b.xor(self.i(a), self.i(b))
+
+    def shl(self, a, b) -> ir.Value:
+        return self.b.shl(self.i(a), self.i(b))
+
+    def lshr(self, a, b) -> ir.Value:
+        return self.b.lshr(self.i(a), self.i(b))
+
+    def ashr(self, a, b) -> ir.Value:
+        return self.b.ashr(self.i(a), self.i(b))
+
+    def icmp(self, op: str, a, b) -> ir.Value:
+        return self.b.icmp_signed(op, self.i(a), self.i(b))
+
+    def itof(self, i) -> ir.Value:
+        return self.b.sitofp(self.i(i), F64)
+
+    def pow2(self, k) -> ir.Value:
+        """2**k for an i64 k in [-1022, 1023]."""
+        return self.from_bits(self.shl(self.iadd(k, 1023), 52))
+
+    def scale(self, x, k) -> ir.Value:
+        """x * 2**k rounded once, for i64 k in [-2044, 2046] (two factors keep each one a normal number)."""
+        half = self.ashr(k, 1)
+        return self.mul(self.mul(x, self.pow2(half)), self.pow2(self.isub(k, half)))
+
+    def clear_low_word(self, x) -> ir.Value:
+        """x with the low 32 bits of its significand zeroed (a value whose products with short constants are
+        exact)."""
+        return self.from_bits(self.iand(self.bits(x), -(1 << 32)))
+
+
+# --- double-double helpers ---------------------------------------------------------------------------------------
+
+
+def two_sum(e: Emitter, a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(hi, lo) with hi = fl(a + b) and hi + lo = a + b exactly (Knuth's 2Sum)."""
+    hi = e.add(a, b)
+    bv = e.sub(hi, a)
+    return hi, e.add(e.sub(a, e.sub(hi, bv)), e.sub(b, bv))
+
+
+def fast_two_sum(e: Emitter, a, b: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """2Sum for |a| >= |b| (Dekker)."""
+    hi = e.add(a, b)
+    return hi, e.sub(b, e.sub(hi, a))
+
+
+def dd_div(e: Emitter, nh: ir.Value, nl: ir.Value, dh: ir.Value, dl: ir.Value) -> ir.Value:
+    """(nh + nl) / (dh + dl) for double-double operands, to ~0.5 ulp: one correction step on the quotient."""
+    q = e.div(nh, dh)
+    remainder = e.sub(e.add(e.fma(e.neg(q), dh, nh), nl), e.mul(q, dl))
+    return e.add(q, e.div(remainder, dh))
+
+
+def flip_sign(e: Emitter, value: ir.Value, flip: ir.Value) -> ir.Value:
+    """-value where the i1 `flip` is set."""
+    return e.from_bits(e.ixor(e.bits(value), e.shl(e.b.zext(flip, I64), 63)))
+
+
+def constant_table(e: Emitter, name: str, values: Callable[[], list[float]]) -> ir.GlobalVariable:
+    """The internal constant [N x double] global `name` of the module, created from values() the first time."""
+    existing = e.module.globals.get(name)
+    if existing is not None:
+        return existing
+    data = values()
+    array = ir.ArrayType(F64, len(data))
+    table = ir.GlobalVariable(e.module, array, name)
+    table.global_constant = True
+    table.linkage = "internal"
+    table.initializer = ir.Constant(array, data)
+    return table
+
+
+# --- registry ----------------------------------------------------------------------------------------------------
+
+Kernel = Callable[..., ir.Value]  # (Emitter, *f64 arguments) -> f64 result
+
+
+@dataclass(frozen=True)
+class Op:
+    arity: int
+    f64: Kernel
+    f32: Kernel | None  # evaluated in f64 for f32 (and f16/bf16) arguments, then rounded once; None: use f64
+
+
+OPS: dict[str, Op] = {}
+
+
+def register(
+    name: str, arity: int = 1, *, f64: Kernel, f32: Kernel | None = None, aliases: tuple[str, ...] = ()
+) -> None:
+    """Makes `name` (and its aliases) a math library op computed by the given kernels."""
+    for n in (name, *aliases):
+        OPS[n] = Op(arity, f64, f32)
