@@ -123,12 +123,12 @@ def _run(args: argparse.Namespace) -> None:
 
 def _compare(module, inputs, outputs) -> None:
     from xlapy.interpreter import evaluate
-    from xlapy.runtime.ulps import max_ulp_difference
+    from xlapy.runtime.ulps import NAN_MISMATCH, max_ulp_difference
 
     expected = list(_leaves(evaluate(module, *inputs)))
     for (label, actual), (_, reference) in zip(outputs, expected):
         ulps = max_ulp_difference(actual, reference)
-        shown = "NaN mismatch" if ulps == (1 << 63) - 1 else f"{ulps} ulp"
+        shown = "NaN mismatch" if ulps == NAN_MISMATCH else f"{ulps} ulp"
         print(f"compare {module.entry.root.name}{label} with the interpreter: max error {shown}")
 
 

@@ -19,9 +19,10 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from tests.interpreter.compare import bits, leaves, ulp_distance
+from tests.interpreter.compare import bits, leaves
 from xlapy.hlo import HloInstruction, HloModule
 from xlapy.hlo.fake_arguments import fake_argument, index_bound
+from xlapy.runtime.ulps import ulp_distance
 from xlapy.shapes import ELEMENT_TYPES, Shape, TypeKind
 
 # What ``max_ulp_difference`` returns when one side is NaN and the other is not:

@@ -12,24 +12,10 @@ import ml_dtypes
 import numpy as np
 from llvmlite import ir
 
+from xlapy.codegen.backends.cpu import BFloatType
 from xlapy.codegen.backends.math_library import math_function
 
-
-class _BFloat(ir.types._BaseFloatType):
-    """LLVM's `bfloat`, which llvmlite lacks (the CPU backend has its own; this keeps the tests independent)."""
-
-    null = "0.0"
-    intrinsic_name = "bf16"
-
-    def __str__(self) -> str:
-        return "bfloat"
-
-    def format_constant(self, value: float) -> str:
-        return f"0xR{int(np.array(value, ml_dtypes.bfloat16).view(np.uint16)):04X}"
-
-
-_BFloat._create_instance()
-BF16 = _BFloat()
+BF16 = BFloatType()
 
 _TYPES = {
     np.dtype(np.float64): ir.DoubleType(),

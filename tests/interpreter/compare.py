@@ -12,6 +12,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from xlapy.runtime.ulps import ulp_distance
+
 _UINT_OF_WIDTH = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
@@ -42,18 +44,6 @@ def bits(array: np.ndarray) -> np.ndarray:
     if array.dtype.itemsize == 16:
         return array.reshape(*array.shape, 1).view(np.uint64)
     return array.view(_UINT_OF_WIDTH[array.dtype.itemsize])
-
-
-def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Number of representable values between ``a`` and ``b`` (same float dtype;
-    -0 and +0 count as one value), exact for every width."""
-    width = a.dtype.itemsize * 8
-    sign_bit = np.uint64(1 << (width - 1))
-    raw_a, raw_b = bits(a).astype(np.uint64), bits(b).astype(np.uint64)
-    magnitude_a, magnitude_b = raw_a & ~sign_bit, raw_b & ~sign_bit
-    same_sign = (raw_a & sign_bit) == (raw_b & sign_bit)
-    apart = np.where(magnitude_a >= magnitude_b, magnitude_a - magnitude_b, magnitude_b - magnitude_a)
-    return np.where(same_sign, apart, magnitude_a + magnitude_b)
 
 
 def _tiny(dtype: np.dtype) -> float:

@@ -94,11 +94,9 @@ class FunctionEmitter:
 
     def apply_map(self, indexing_map: IndexingMap, indices: Indices) -> Indices:
         """The results of ``indexing_map`` (no symbols) at ``indices``; identity maps emit nothing."""
-        results = indexing_map.results
-        if (not indexing_map.symbol_vars and len(results) == len(indices)
-                and all(str(r) == f"d{i}" for i, r in enumerate(results))):
+        if not indexing_map.symbol_vars and indexing_map.reads_its_own_indices():
             return indices
-        if not results:
+        if not indexing_map.results:
             return ()
         op = self.insert(ApplyIndexingOp(list(indices), [], indexing_map))
         return tuple(op.results)

@@ -86,12 +86,11 @@ def partition(computation: HloComputation) -> PartitionedComputation:
 
 def _is_elementwise(instr: HloInstruction) -> bool:
     maps = op_output_to_input(instr)
-    rank = len(instr.shape.dimensions)
     for operand, operand_maps in zip(instr.operands, maps):
         if len(operand.shape.dimensions) == 0:
             continue
         for m in operand_maps:
-            if m.is_undefined() or m.range_vars or [str(r) for r in m.results] != [f"d{i}" for i in range(rank)]:
+            if m.is_undefined() or m.range_vars or not m.reads_its_own_indices():
                 return False
     return True
 

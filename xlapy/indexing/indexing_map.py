@@ -457,6 +457,13 @@ class IndexingMap:
         renamed._hash = None
         return renamed
 
+    def reads_its_own_indices(self) -> bool:
+        """Whether the results are exactly ``d0, d1, ...`` over all the
+        dimensions: the access of an elementwise op (bounds aside)."""
+        results = self.results if self.affine_map is not None else ()
+        return len(results) == self.num_dims and all(
+            isinstance(r, AffineDimExpr) and r.position == i for i, r in enumerate(results))
+
     def sort_summands(self) -> IndexingMap:
         """The same map with sums in today's XLA print order (see ``affine.sort_summands``)."""
         if self.affine_map is None or self.is_known_empty():

@@ -22,8 +22,6 @@ from xlapy.runtime.kernel_cache import cached_kernel, fingerprint
 from xlapy.runtime.thread_pool import run_blocks
 from xlapy.shapes import ELEMENT_TYPES, Shape, from_physical, physical_element_count, to_physical
 
-_PLAIN_OPS = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast"})
-
 
 @dataclass
 class _Buffer:
@@ -92,19 +90,9 @@ class Executable:
         return _logical(values[entry.root])
 
     def _run(self, instr: HloInstruction, values: dict, args: tuple):
-        opcode = instr.opcode
-        if opcode == "parameter":
-            return _to_buffer(args[instr.parameter_number], instr.shape)
-        if opcode == "constant":
-            return _to_buffer(np.asarray(instr.literal), instr.shape)
-        if opcode == "tuple":
-            return tuple(values[op] for op in instr.operands)
-        if opcode == "get-tuple-element":
-            return values[instr.operands[0]][instr.attr("index")]
-        if opcode == "bitcast":
-            source = values[instr.operands[0]]
-            return _Buffer(source.data.view(_dtype(instr.shape)), instr.shape)
-        return self._run_fusion(self._steps[instr], [values[op] for op in instr.operands])
+        if instr.opcode == "fusion":
+            return self._run_fusion(self._steps[instr], [values[op] for op in instr.operands])
+        return _ENTRY_OPS[instr.opcode](instr, [values[op] for op in instr.operands], args)
 
     def _run_fusion(self, step: _FusionStep, operands: list[_Buffer]):
         shapes = list(step.instr.shape.tuple_shapes) or [step.instr.shape]
@@ -112,6 +100,17 @@ class Executable:
         buffers = [b.data for b in operands] + step.constants + [b.data for b in outputs]
         run_blocks(lambda begin, end: step.kernel(buffers, begin, end), step.blocks, step.elements)
         return tuple(outputs) if step.instr.shape.tuple_shapes else outputs[0]
+
+
+# The entry ops other than fusions, each ``(instr, operand values, arguments) -> value``.
+_ENTRY_OPS = {
+    "parameter": lambda instr, operands, args: _to_buffer(args[instr.parameter_number], instr.shape),
+    "constant": lambda instr, operands, args: _to_buffer(np.asarray(instr.literal), instr.shape),
+    "tuple": lambda instr, operands, args: tuple(operands),
+    "get-tuple-element": lambda instr, operands, args: operands[0][instr.attr("index")],
+    # A bitcast reads the same physical buffer under another shape.
+    "bitcast": lambda instr, operands, args: _Buffer(operands[0].data.view(_dtype(instr.shape)), instr.shape),
+}
 
 
 def _logical(value) -> np.ndarray | tuple:
@@ -136,7 +135,7 @@ def compile(module: HloModule, backend: str = "cpu", *, dump_to: str | None = No
     device = Device.host()
     steps: dict[HloInstruction, _FusionStep] = {}
     for instr in module.entry.instructions:
-        if instr.opcode in _PLAIN_OPS:
+        if instr.opcode in _ENTRY_OPS:
             continue
         if instr.opcode != "fusion":
             raise UnimplementedError(f"{instr.opcode} ({instr.name}) in the entry computation: the CPU backend "
