@@ -37,6 +37,10 @@ class HloInstruction:
         # parameter(N): the parameter number; constant(...): the literal (see literal.py).
         self.parameter_number: int | None = None
         self.literal: Any = None
+        # Shardy sharding of the value (a ``xlapy.sharding.TensorSharding``), if any.
+        self.sdy_sharding: Any = None
+        # How the StableHLO frontend prints this op (None for HLO text).
+        self.mlir: Any = None
         for operand in operands or []:
             self.append_operand(operand)
 
@@ -91,6 +95,7 @@ class HloInstruction:
                               list(self.operands if operands is None else operands), self.attributes,
                               self.called_computations)
         copy.parameter_number, copy.literal = self.parameter_number, self.literal
+        copy.sdy_sharding = self.sdy_sharding
         return copy
 
     # -- views --------------------------------------------------------------
@@ -123,6 +128,10 @@ class HloComputation:
         self.execution_thread = "main"
         # The fusion instruction that owns this computation, if any.
         self.fusion_instruction: HloInstruction | None = None
+        # Shardy shardings of a function's results (``func.func`` result attributes).
+        self.result_shardings: list[Any] = []
+        # How the StableHLO frontend prints this function or region (None for HLO text).
+        self.mlir: Any = None
 
     @property
     def parameters(self) -> list[HloInstruction]:
@@ -210,6 +219,10 @@ class HloModule:
         self.attributes: dict[str, str] = {}
         # FileNames / FunctionNames / FileLocations / StackFrames sections, verbatim.
         self.stack_frame_sections: list[str] = []
+        # Shardy meshes by symbol name, in declaration order (``sdy.mesh``).
+        self.meshes: dict[str, Any] = {}
+        # How the StableHLO frontend prints the module (None for HLO text).
+        self.mlir: Any = None
         self.names: set[str] = set()
         self._name_counters: dict[str, itertools.count] = {}
 

@@ -1,0 +1,1 @@
+"""Shardy: meshes, tensor shardings, sharding rules and propagation."""
