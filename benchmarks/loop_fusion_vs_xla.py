@@ -251,6 +251,12 @@ def _ulps(value: int | None) -> str:
     return "NaN≠num" if value == NAN_MISMATCH else str(value)
 
 
+def _short(description: str) -> str:
+    """The result shapes, or the first one and how many there are (multi-output fusions)."""
+    shapes = description.split(", ")
+    return description if len(shapes) <= 2 else f"{shapes[0]}, ... ({len(shapes)} results)"
+
+
 def report(results: list[Result], copy_one: float, copy_all: float, threads: int, rounds: int,
            console: Console) -> None:
     table = Table(title=f"loop fusions: xlapy vs XLA:CPU (medians of {rounds} alternating rounds)")
@@ -265,7 +271,7 @@ def report(results: list[Result], copy_one: float, copy_all: float, threads: int
         ratio = theirs / ours
         ours_gbs, theirs_gbs = r.bytes_moved / ours / 1e9, r.bytes_moved / theirs / 1e9
         style = "green" if ratio >= 1.0 else "red"
-        table.add_row(r.name, r.description, _seconds(ours), _seconds(theirs), f"[{style}]{ratio:.2f}[/]",
+        table.add_row(r.name, _short(r.description), _seconds(ours), _seconds(theirs), f"[{style}]{ratio:.2f}[/]",
                       f"{ours_gbs:.1f}", f"{100 * ours_gbs / copy_all:.0f}%", f"{theirs_gbs:.1f}",
                       _seconds(r.cold), _seconds(r.cached), _seconds(r.warm), _seconds(r.xla_compile),
                       _ulps(r.ulp_interpreter), _ulps(r.ulp_xla))

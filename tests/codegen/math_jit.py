@@ -1,5 +1,6 @@
 """JIT helpers for the math library tests: a loop `void kernel(T* in0, [T* in1,] T* out, i64 n)` applying one
-math function elementwise, optimised at O3 for the host CPU and called through ctypes."""
+math function elementwise (one element, or with `lanes` one vector of the function's vector form, per
+iteration), optimised at O3 for the host CPU and called through ctypes."""
 
 from __future__ import annotations
 
@@ -35,9 +36,12 @@ def host_target_machine() -> llvm.TargetMachine:
     )
 
 
-def loop_module(op: str, dtype: np.dtype, arity: int = 1) -> ir.Module:
-    """An LLVM module with `void kernel(in..., out, n)`: out[i] = op(in0[i], ...) for i < n."""
+def loop_module(op: str, dtype: np.dtype, arity: int = 1, lanes: int | None = None) -> ir.Module:
+    """An LLVM module with `void kernel(in..., out, n)`: out[i] = op(in0[i], ...) for i < n; with `lanes`,
+    `lanes` elements at a time with the vector form of the function (n a multiple of `lanes`)."""
     element = _TYPES[np.dtype(dtype)]
+    if lanes is not None:
+        element = ir.VectorType(element, lanes)
     module = ir.Module(name=f"{op}_{np.dtype(dtype).name}")
     ptr = ir.PointerType()
     i64 = ir.IntType(64)
@@ -52,8 +56,9 @@ def loop_module(op: str, dtype: np.dtype, arity: int = 1) -> ir.Module:
     b.position_at_end(body)
     i = b.phi(i64)
     i.add_incoming(ir.Constant(i64, 0), entry)
-    values = [b.load(b.gep(p, [i], inbounds=True, source_etype=element), typ=element) for p in inputs]
-    b.store(b.call(function, values), b.gep(out, [i], inbounds=True, source_etype=element))
+    align = np.dtype(dtype).itemsize  # numpy aligns arrays to their elements only
+    values = [b.load(b.gep(p, [i], inbounds=True, source_etype=element), typ=element, align=align) for p in inputs]
+    b.store(b.call(function, values), b.gep(out, [i], inbounds=True, source_etype=element), align=align)
     next_i = b.add(i, ir.Constant(i64, 1))
     i.add_incoming(next_i, body)
     b.cbranch(b.icmp_signed("<", next_i, n), body, done)
@@ -78,10 +83,11 @@ _ENGINES: list[llvm.ExecutionEngine] = []  # keep the JIT-ed code alive
 
 
 @functools.cache
-def compiled(op: str, dtype: np.dtype, arity: int = 1) -> Callable[..., np.ndarray]:
-    """op applied elementwise by JIT-compiled code: f(*arrays) -> array (same dtype)."""
+def compiled(op: str, dtype: np.dtype, arity: int = 1, lanes: int | None = None) -> Callable[..., np.ndarray]:
+    """op applied elementwise by JIT-compiled code: f(*arrays) -> array (same dtype). With `lanes`, by the
+    function's vector form on `lanes` elements at a time (the arrays are padded to a multiple)."""
     dtype = np.dtype(dtype)
-    ref = optimize(loop_module(op, dtype, arity))
+    ref = optimize(loop_module(op, dtype, arity, lanes))
     engine = llvm.create_mcjit_compiler(ref, host_target_machine())
     engine.finalize_object()
     _ENGINES.append(engine)
@@ -94,7 +100,14 @@ def compiled(op: str, dtype: np.dtype, arity: int = 1) -> Callable[..., np.ndarr
         inputs = [np.ascontiguousarray(np.broadcast_to(a, shape), dtype) for a in arrays]
         out = np.empty(shape, dtype) if out is None else out
         assert out.dtype == dtype and out.flags.c_contiguous and out.shape == shape
-        kernel(*(a.ctypes.data for a in inputs), out.ctypes.data, out.size)
+        if lanes is None:
+            kernel(*(a.ctypes.data for a in inputs), out.ctypes.data, out.size)
+            return out
+        padded = -(-out.size // lanes) * lanes
+        inputs = [np.resize(a.ravel(), padded) for a in inputs]
+        result = np.empty(padded, dtype)
+        kernel(*(a.ctypes.data for a in inputs), result.ctypes.data, padded // lanes)
+        out[...] = result[:out.size].reshape(shape)
         return out
 
     run.optimized_ir = text  # type: ignore[attr-defined]

@@ -202,6 +202,35 @@ def test_loops_vectorize(op: str) -> None:
         assert wide, f"{op} {np.dtype(dtype).name}: no vector code in\n{text}"
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, ml_dtypes.bfloat16], ids=["f32", "f64", "bf16"])
+@pytest.mark.parametrize("op", MATH_OPS)
+def test_vector_form_matches_scalar_form(op: str, dtype: type) -> None:
+    """The vector form of a function (what vectorized loop fusions call) computes bit for bit what the scalar form
+    computes on each lane, on the accuracy samples and the special values."""
+    dtype = np.dtype(dtype)
+    sampled = sample(op, np.dtype(np.float32) if dtype.itemsize < 4 else dtype, 20_000)
+    with np.errstate(over="ignore"):
+        special = np.array(_SPECIAL, np.float64).astype(dtype)
+    args = [np.concatenate([a.astype(dtype), special]) for a in sampled]
+    if op in BINARY:
+        args = [np.concatenate([args[0], np.repeat(special, special.size)]),
+                np.concatenate([args[1], np.tile(special, special.size)])]
+    arity = len(args)
+    scalar = compiled(op, dtype, arity)(*args)
+    for lanes in (8, 16):
+        vector = compiled(op, dtype, arity, lanes)(*args)
+        assert scalar.tobytes() == vector.tobytes(), f"{op} {dtype.name} with {lanes} lanes"
+
+
+def test_vector_function_name_and_type() -> None:
+    module = ir.Module()
+    v16 = ir.VectorType(ir.FloatType(), 16)
+    tanh = math_function(module, "tanh", v16)
+    assert tanh.name == "xlapy.tanh.v16f32" and tanh.function_type.return_type == v16
+    sin = math_function(module, "sin", ir.VectorType(ir.DoubleType(), 8))
+    assert sin.name == "xlapy.sin.v8f64" and "llvm.fma.v8f64" in module.globals
+
+
 def test_function_is_internal_always_inline_and_cached() -> None:
     module = ir.Module()
     tanh = math_function(module, "tanh", ir.FloatType())

@@ -10,7 +10,7 @@ the vector is the host's SIMD register (``Device.host()``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xlapy.indexing import IndexingMap
 from xlapy.indexing.affine import add, const, dim, floordiv, mod, mul, sym
@@ -29,6 +29,10 @@ class Device:
     threads_per_block: int = 128
     vector_bytes: int = 16
     max_vector: int = 4
+    # Blocks of threads_per_block or a bit fewer threads (a divisor of the number of vectors, at least half as
+    # many), so that no thread falls outside the output and the bounds check goes away (the CPU's blocks are
+    # units of work of any size).
+    exact_blocks: bool = False
 
     @staticmethod
     def gpu() -> Device:
@@ -37,12 +41,29 @@ class Device:
 
     @staticmethod
     def host() -> Device:
-        """The CPU running xlapy: vectors as wide as its SIMD registers."""
+        """The CPU running xlapy: a thread's vector is as wide as its SIMD
+        registers (16 f32 lanes with AVX-512, 8 with AVX2, 4 otherwise), and
+        a block covers 1024 elements of f32 (a unit of parallel work)."""
         import llvmlite.binding as llvm
 
         features = llvm.get_host_cpu_features()
         vector_bytes = 64 if features.get("avx512f") else 32 if features.get("avx2") else 16
-        return Device("cpu", threads_per_block=1024, vector_bytes=vector_bytes, max_vector=1)
+        return Device("cpu", threads_per_block=1024 // (vector_bytes // 4), vector_bytes=vector_bytes,
+                      max_vector=64, exact_blocks=True)
+
+    def widened(self, registers: int) -> Device:
+        """This device with a thread's vector covering ``registers`` SIMD
+        registers (as many elements per block)."""
+        if registers == 1:
+            return self
+        return replace(self, vector_bytes=self.vector_bytes * registers,
+                       threads_per_block=max(1, self.threads_per_block // registers))
+
+    def scalar(self) -> Device:
+        """This device with one element per thread and as many elements per
+        block (the CPU's fallback for fusions whose lanes do not vectorize)."""
+        elements = self.threads_per_block * max(1, min(self.max_vector, self.vector_bytes // 4))
+        return replace(self, threads_per_block=elements, max_vector=1)
 
 
 @dataclass(frozen=True)
@@ -68,6 +89,10 @@ def loop_launch_dimensions(shape: Shape, device: Device) -> LaunchDimensions:
     while vector > 1 and count % vector:
         vector //= 2
     threads = min(device.threads_per_block, max(1, -(-count // vector)))
+    if device.exact_blocks and count % (threads * vector):
+        vectors = count // vector
+        divisor = next(t for t in range(threads, 0, -1) if vectors % t == 0)
+        threads = divisor if 2 * divisor >= threads else threads
     blocks = max(1, -(-count // (threads * vector)))
     return LaunchDimensions(threads, blocks, vector)
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects import gpu
+from xdsl.dialects import arith, gpu
 from xdsl.dialects.arith import Arith
-from xdsl.dialects.builtin import Builtin, ModuleOp
+from xdsl.dialects.builtin import Builtin, IndexType, ModuleOp, VectorType
 from xdsl.dialects.func import Func
 from xdsl.dialects.llvm import LLVM
 from xdsl.dialects.math import Math
@@ -20,6 +21,7 @@ from xdsl.dialects.scf import Scf
 from xdsl.dialects.tensor import Tensor
 from xdsl.dialects.vector import Vector
 from xdsl.ir import Attribute, Dialect, Operation
+from xdsl.irdl import AnyOf, BaseAttr, EqAttrConstraint, RangeLengthConstraint, RangeOf
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import ParseError as XdslParseError
@@ -35,6 +37,78 @@ GPU = Dialect(
     [_REPLACED_GPU_OPS.get(op, op) for op in gpu.GPU.operations],
     list(gpu.GPU.attributes),
 )
+
+
+# xDSL 0.74 declares these arith ops on scalars only; MLIR defines them elementwise on vectors too (the CPU's
+# `vectorize-lanes` makes them). Each scalar-only operand and result constraint also accepts vectors of it.
+_VECTOR_ELEMENTWISE = (arith.CmpfOp, arith.CmpiOp, arith.SelectOp, arith.ExtSIOp, arith.ExtUIOp, arith.TruncIOp,
+                       arith.FPToSIOp, arith.FPToUIOp, arith.SIToFPOp, arith.UIToFPOp, arith.IndexCastOp)
+
+
+class _ScalarOrVector(AnyOf):
+    """The scalar constraint or vectors of it; inferred (e.g. by the assembly format's parser) as the scalar."""
+
+    def can_infer(self, var_constraint_names) -> bool:  # type: ignore[override]
+        return self.attr_constrs[0].can_infer(var_constraint_names)
+
+    def infer(self, context):  # type: ignore[override]
+        return self.attr_constrs[0].infer(context)
+
+
+def _allow_vectors(definitions: list) -> None:
+    for i, (name, definition) in enumerate(definitions):
+        constraint = definition.constr
+        if not (isinstance(constraint, RangeLengthConstraint) and isinstance(constraint.constraint, RangeOf)):
+            continue
+        element = constraint.constraint.constr
+        if isinstance(element, (EqAttrConstraint, BaseAttr, AnyOf)) and "VectorType" not in repr(element):
+            either = _ScalarOrVector((element, VectorType.constr(element)))
+            definitions[i] = (name, type(definition)(either))
+
+
+def _element(type_: Attribute) -> Attribute:
+    return type_.element_type if isinstance(type_, VectorType) else type_
+
+
+def _width(type_: Attribute) -> int:
+    return _element(type_).width.data  # type: ignore[attr-defined]
+
+
+# The invariants xDSL's verifiers of these ops check on scalars, checked on element types.
+_ELEMENT_CHECKS: dict[type[Operation], tuple[Callable[[Attribute, Attribute], bool], str]] = {
+    arith.IndexCastOp: (lambda a, b: isinstance(_element(a), IndexType) != isinstance(_element(b), IndexType),
+                        "exactly one side must be index"),
+    arith.TruncIOp: (lambda a, b: _width(b) < _width(a), "the result must be narrower"),
+    arith.ExtSIOp: (lambda a, b: _width(b) > _width(a), "the result must be wider"),
+    arith.ExtUIOp: (lambda a, b: _width(b) > _width(a), "the result must be wider"),
+}
+
+
+def _vector_aware(op_type: type[Operation]) -> Callable[[Operation], None]:
+    """The scalar verifier, or for vectors the same invariant on element types and one shape throughout."""
+    scalar_verify = op_type.verify_
+    check, message = _ELEMENT_CHECKS[op_type]
+
+    def verify_(op: Operation) -> None:
+        source, result = op.operands[0].type, op.results[0].type
+        if not isinstance(source, VectorType) and not isinstance(result, VectorType):
+            scalar_verify(op)
+            return
+        if not isinstance(source, VectorType) or not isinstance(result, VectorType) or \
+                source.get_shape() != result.get_shape():
+            raise VerifyException(f"{op.name}: {source} and {result} are not vectors of the same shape")
+        if not check(source, result):
+            raise VerifyException(f"{op.name}: {source} to {result}: {message}")
+
+    return verify_
+
+
+for _op in _VECTOR_ELEMENTWISE:
+    _definition = _op.get_irdl_definition()
+    _allow_vectors(_definition.operands)
+    _allow_vectors(_definition.results)
+    if _op in _ELEMENT_CHECKS:
+        _op.verify_ = _vector_aware(_op)  # type: ignore[method-assign]
 
 
 def make_context() -> Context:

@@ -19,8 +19,11 @@ Semantics choices:
   AVX512-BF16's vcvtneps2bf16 instead, faster but flushing denormal inputs), f64 → bf16/f16 goes through f32
   with round-to-odd. This also avoids the compiler-rt helpers (`__truncsfbf2`, `__truncdfhf2`, ...) LLVM would
   call, which are not present in the Python process. f16 ↔ f32 conversions need F16C (x86-64-v3).
-- Vectors are kept per lane (`_Lanes`) so that the loop vectorizer vectorizes the thread loop across threads;
-  the thread loop carries a vectorization-width hint (`_thread_loop_width`).
+- Vector values are LLVM vectors: a fusion whose lanes `vectorize-lanes` turned into vector ops computes SIMD
+  vectors (`vector_index` is the SIMD lane), math functions included (their vector forms). Where lanes are
+  still read one by one (`vector.extract`), vectors are kept per lane (`_Lanes`) so that the loop vectorizer
+  vectorizes the thread loop across threads; the thread loop then carries a vectorization-width hint
+  (`_thread_loop_width`).
 - Integer division and remainder never trap: the divisor is replaced by 1 where it is 0 (or where signed
   division overflows), and x / 0 = -1 (all ones), x % 0 = x, MIN / -1 = MIN, MIN % -1 = 0 (XLA's semantics).
 - `math.*` transcendentals call the always-inline functions of `math_library.math_function`; `arith.remf`
@@ -200,6 +203,17 @@ def _thread_loop_width(function: func.FuncOp) -> int:
     return max(4, 2 * _vector_bits() // widest)
 
 
+def _is_vectorized(function: func.FuncOp) -> bool:
+    """Whether the body computes on vectors (`vector_index` lowered to SIMD lanes by `vectorize-lanes`): it has
+    vector values and reads no lane out of one."""
+    has_vectors = False
+    for op in function.walk():
+        if isinstance(op, vector.ExtractOp):
+            return False
+        has_vectors = has_vectors or any(isinstance(r.type, VectorType) for r in op.results)
+    return has_vectors
+
+
 def _loop_metadata(module: ir.Module, width: int) -> ir.values.MDValue:
     """`!llvm.loop` metadata asking the loop vectorizer for `width` lanes (a self-referencing loop id)."""
     hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.width"), _constant(I32, width)])
@@ -233,10 +247,12 @@ _NO_IDS: dict[str, ir.Value] = {}
 class _Lanes:
     """A 1-D vector value kept as one scalar per lane.
 
-    After unrolling, a thread's body is per-lane scalar code between a vector load and a vector store. Keeping
-    those vectors as separate scalars (loads and stores become one scalar access per lane) leaves the thread loop
-    free of vector-typed instructions, so LLVM's loop vectorizer can vectorize *across threads* (interleaved
-    accesses, full SIMD width) instead of the SLP vectorizer forming K-lane vectors only.
+    When a thread's body is per-lane scalar code between a vector load and a vector store (unrolled lanes that
+    were not turned back into vector ops, e.g. a module lowered for the GPU), keeping those vectors as separate
+    scalars (loads and stores become one scalar access per lane) leaves the thread loop free of vector-typed
+    instructions, so LLVM's loop vectorizer can vectorize *across threads* (interleaved accesses, full SIMD width)
+    instead of the SLP vectorizer forming K-lane vectors only. Vectorized bodies (`vectorize-lanes`, no
+    `vector.extract` left) load and store whole vectors.
     """
 
     type: ir.VectorType
@@ -255,6 +271,8 @@ class _Translator:
         self.native_bf16 = native_bf16
         self.values: dict[SSAValue, ir.Value] = {}
         self.is_entry = ids is not _NO_IDS
+        # Vector loads and stores are split into lanes (`_Lanes`) only where the lanes are read one by one.
+        self.scalar_lanes = True
 
     # values
     def get(self, value: SSAValue) -> ir.Value:
@@ -666,17 +684,9 @@ def _math_library_op(t: _Translator, op: Operation) -> None:
     from xlapy.codegen.backends.math_library import math_function  # only math ops need it
 
     args = [t.widen(a) for a in t.args(op)]
-    vector_type = args[0].type if isinstance(args[0].type, ir.VectorType) else None
-    fn = math_function(t.module, op.name.removeprefix("math."), _element(args[0].type))
-    if vector_type is None:
-        result = t.b.call(fn, args)
-    else:  # per lane: the vectorizers re-form vectors after inlining
-        result = ir.Constant(vector_type, ir.Undefined)
-        for lane in range(vector_type.count):
-            index = _constant(I32, lane)
-            value = t.b.call(fn, [t.b.extract_element(a, index) for a in args])
-            result = t.b.insert_element(result, value, index)
-    t.set(op, t.narrow(result, llvm_type(op.results[0].type)))
+    # Vectors call the vector form of the function (every lane at once).
+    fn = math_function(t.module, op.name.removeprefix("math."), args[0].type)
+    t.set(op, t.narrow(t.b.call(fn, args), llvm_type(op.results[0].type)))
 
 
 # vector
@@ -752,7 +762,7 @@ def _load(t: _Translator, op: xllvm.LoadOp) -> None:
             value.set_metadata("invariant.load", t.module.add_metadata([]))
         return value
 
-    if isinstance(result_type, ir.VectorType):  # one scalar load per lane (see `_Lanes`)
+    if isinstance(result_type, ir.VectorType) and t.scalar_lanes:  # one scalar load per lane (see `_Lanes`)
         element = result_type.element
         addresses = [t.b.gep(pointer, [_constant(I64, k)], inbounds=True, source_etype=element) if k else pointer
                      for k in range(result_type.count)]  # fmt: skip
@@ -764,7 +774,7 @@ def _load(t: _Translator, op: xllvm.LoadOp) -> None:
 @_lowers("llvm.store")
 def _store(t: _Translator, op: xllvm.StoreOp) -> None:
     pointer = t.get(op.ptr)
-    if t.is_lanes(op.value):
+    if t.is_lanes(op.value) and t.scalar_lanes:
         value_type = t.values[op.value].type
         for k, lane in enumerate(t.lanes(op.value)):
             address = t.b.gep(pointer, [_constant(I64, k)], inbounds=True, source_etype=value_type.element)
@@ -987,7 +997,8 @@ def _emit_loops(t: _Translator, function: func.FuncOp, threads: int) -> None:
     th.add_incoming(next_th, b.block)
     block_latch = kernel.append_basic_block("block.latch")
     latch = b.cbranch(b.icmp_signed("<", next_th, _constant(I64, threads)), thread_header, block_latch)
-    latch.set_metadata("llvm.loop", _loop_metadata(t.module, _thread_loop_width(function)))
+    if t.scalar_lanes:  # a vectorized body is already SIMD code; the loop vectorizer leaves it alone anyway
+        latch.set_metadata("llvm.loop", _loop_metadata(t.module, _thread_loop_width(function)))
     b.position_at_end(block_latch)
     bl.add_incoming(b.add(bl, _constant(I64, 1), name="bl.next"), block_latch)
     b.branch(block_header)
@@ -1019,7 +1030,9 @@ def _define_entry(module: ir.Module, function: func.FuncOp, native_bf16: bool) -
         size = _arg_attr(function, i, "llvm.dereferenceable")
         sizes.append(size.value.data if isinstance(size, IntegerAttr) else 0)
     kernel = _kernel_function(module, function, sizes)
-    _emit_loops(_Translator(module, kernel, {}, native_bf16), function, threads)
+    translator = _Translator(module, kernel, {}, native_bf16)
+    translator.scalar_lanes = not _is_vectorized(function)
+    _emit_loops(translator, function, threads)
     _emit_wrapper(module, function.sym_name.data, kernel, len(types))
     signature = KernelSignature(tuple(sizes), threads, blocks)
     _embed_signature(module, function.sym_name.data, signature)

@@ -60,6 +60,8 @@ MATH_OPS: tuple[str, ...] = tuple(sorted(OPS))
 
 
 def _type_suffix(type: ir.Type) -> str:
+    if isinstance(type, ir.VectorType):
+        return f"v{type.count}{_type_suffix(type.element)}"
     if isinstance(type, ir.DoubleType):
         return "f64"
     if isinstance(type, ir.FloatType):
@@ -71,9 +73,14 @@ def _type_suffix(type: ir.Type) -> str:
     raise UnimplementedError(f"math library: no functions on {type}")
 
 
+def _like(type: ir.Type, element: ir.Type) -> ir.Type:
+    return ir.VectorType(element, type.count) if isinstance(type, ir.VectorType) else element
+
+
 def math_function(module: ir.Module, op: str, type: ir.Type) -> ir.Function:
-    """The internal always-inline function computing `op` (a name of MATH_OPS, MLIR's math op names) on scalars
-    of the float type `type`; created once per module, named `xlapy.<op>.<f64|f32|f16|bf16>`."""
+    """The internal always-inline function computing `op` (a name of MATH_OPS, MLIR's math op names) on values
+    of the float type `type` (a scalar or a vector of one: then every lane at once, with vector instructions);
+    created once per module, named `xlapy.<op>.<suffix>` (f64, f32, f16, bf16, or e.g. v16f32 for vectors)."""
     suffix = _type_suffix(type)
     name = f"xlapy.{op}.{suffix}"
     existing = module.globals.get(name)
@@ -87,16 +94,18 @@ def math_function(module: ir.Module, op: str, type: ir.Type) -> ir.Function:
     fn.attributes.add("alwaysinline")
     fn.attributes.add("nounwind")
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
-    e = Emitter(builder)
+    e = Emitter(builder, type.count if isinstance(type, ir.VectorType) else None)
     args = list(fn.args)
-    if suffix == "f64":
+    element = type.element if isinstance(type, ir.VectorType) else type
+    if isinstance(element, ir.DoubleType):
         builder.ret(spec.f64(e, *args))
         return fn
-    if suffix != "f32":  # 16-bit floats go through f32: both conversions are exact or single roundings
-        args = [builder.fpext(a, F32) for a in args]
-    result = (spec.f32 or spec.f64)(e, *(builder.fpext(a, F64) for a in args))
-    result = builder.fptrunc(result, F32)
-    if suffix != "f32":
+    if not isinstance(element, ir.FloatType):
+        # 16-bit floats go through f32: both conversions are exact or single roundings
+        args = [builder.fpext(a, _like(type, F32)) for a in args]
+    result = (spec.f32 or spec.f64)(e, *(builder.fpext(a, _like(type, F64)) for a in args))
+    result = builder.fptrunc(result, _like(type, F32))
+    if not isinstance(element, ir.FloatType):
         result = builder.fptrunc(result, type)
     builder.ret(result)
     return fn

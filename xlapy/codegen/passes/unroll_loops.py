@@ -22,6 +22,8 @@ of its unrolled body.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from xdsl.context import Context
 from xdsl.dialects import arith, func, math, scf
 from xdsl.dialects.builtin import AnyFloat, IntegerAttr, ModuleOp
@@ -82,9 +84,9 @@ def body_cost(loop: scf.ForOp) -> int:
     return sum(_op_cost(op) for op in loop.body.walk() if not isinstance(op, scf.YieldOp) or op.parent_op() is not loop)
 
 
-def should_unroll(loop: scf.ForOp) -> bool:
+def should_unroll(loop: scf.ForOp, max_unrolled_cost: int = MAX_UNROLLED_COST) -> bool:
     count = trip_count(loop)
-    return count is not None and count <= MAX_TRIP_COUNT and count * body_cost(loop) <= MAX_UNROLLED_COST
+    return count is not None and count <= MAX_TRIP_COUNT and count * body_cost(loop) <= max_unrolled_cost
 
 
 def _constants_before(loop: scf.ForOp) -> dict[tuple[int, Attribute], SSAValue]:
@@ -146,16 +148,22 @@ def _loops_innermost_first(op: Operation) -> list[scf.ForOp]:
     return loops
 
 
-def unroll_loops(module: ModuleOp) -> None:
+def unroll_loops(module: ModuleOp, max_unrolled_cost: int = MAX_UNROLLED_COST) -> None:
     for loop in _loops_innermost_first(module):
-        if should_unroll(loop):
+        if should_unroll(loop, max_unrolled_cost):
             unroll(loop)
 
 
+@dataclass(frozen=True)
 class UnrollLoopsPass(ModulePass):
-    """Fully unrolls small constant-bound ``scf.for`` loops (see the module docstring)."""
+    """Fully unrolls small constant-bound ``scf.for`` loops (see the module docstring).
+    ``max_unrolled_cost`` replaces ``MAX_UNROLLED_COST`` (the CPU pipeline unrolls
+    every loop over vector lanes: ``vectorize-lanes`` turns the copies back into
+    vector ops)."""
 
     name = "unroll-loops"
 
+    max_unrolled_cost: int = MAX_UNROLLED_COST
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        unroll_loops(op)
+        unroll_loops(op, self.max_unrolled_cost)

@@ -17,25 +17,47 @@ NAN = float("nan")
 
 class Emitter:
     """Straight-line f64 / i64 arithmetic on top of an IRBuilder: no branches, only intrinsics that lower to
-    instructions, so that the vectorizers can widen every function after inlining."""
+    instructions, so that the vectorizers can widen every function after inlining.
 
-    def __init__(self, builder: ir.IRBuilder):
+    With ``lanes`` the values are LLVM vectors of that many f64 / i64 (constants are splats): the same kernels
+    then compute a whole SIMD vector."""
+
+    def __init__(self, builder: ir.IRBuilder, lanes: int | None = None):
         self.b = builder
         self.module: ir.Module = builder.module
+        self.lanes = lanes
+        self.F64: ir.Type = F64 if lanes is None else ir.VectorType(F64, lanes)
+        self.I64: ir.Type = I64 if lanes is None else ir.VectorType(I64, lanes)
 
     # values
+    def _splat(self, type: ir.Type, value: float | int) -> ir.Constant:
+        if isinstance(type, ir.VectorType):
+            return ir.Constant(type, [ir.Constant(type.element, value)] * type.count)
+        return ir.Constant(type, value)
+
     def f(self, value: float | ir.Value) -> ir.Value:
-        return ir.Constant(F64, value) if isinstance(value, (float, int)) else value
+        return self._splat(self.F64, value) if isinstance(value, (float, int)) else value
 
     def i(self, value: int | ir.Value) -> ir.Value:
-        return ir.Constant(I64, value) if isinstance(value, int) else value
+        return self._splat(self.I64, value) if isinstance(value, int) else value
 
     def _intrinsic(self, name: str, *args: ir.Value) -> ir.Value:
-        full = f"{name}.f64"
+        full = f"{name}.f64" if self.lanes is None else f"{name}.v{self.lanes}f64"
         fn = self.module.globals.get(full)
         if fn is None:
-            fn = ir.Function(self.module, ir.FunctionType(F64, [F64] * len(args)), full)
+            fn = ir.Function(self.module, ir.FunctionType(self.F64, [self.F64] * len(args)), full)
         return self.b.call(fn, list(args))
+
+    def lane_map(self, fn: Callable[[ir.Value], ir.Value], value: ir.Value, type: ir.Type) -> ir.Value:
+        """``fn`` applied to each lane of ``value`` (``fn(value)`` for scalars); ``type`` is fn's scalar result
+        type. For what has no vector form, such as a table lookup."""
+        if self.lanes is None:
+            return fn(value)
+        result = ir.Constant(ir.VectorType(type, self.lanes), ir.Undefined)
+        for lane in range(self.lanes):
+            index = ir.Constant(ir.IntType(32), lane)
+            result = self.b.insert_element(result, fn(self.b.extract_element(value, index)), index)
+        return result
 
     # float arithmetic (no fast-math flags: the error-free transformations rely on IEEE rounding)
     def add(self, a, b) -> ir.Value:
@@ -106,9 +128,9 @@ class Emitter:
     def select(self, cond, a, b) -> ir.Value:
         """cond ? a : b; Python numbers become constants of the other operand's type (two ints: i64, else f64)."""
         type = a.type if isinstance(a, ir.Value) else b.type if isinstance(b, ir.Value) else None
-        type = type or (I64 if isinstance(a, int) and isinstance(b, int) else F64)
-        a = a if isinstance(a, ir.Value) else ir.Constant(type, a)
-        b = b if isinstance(b, ir.Value) else ir.Constant(type, b)
+        type = type or (self.I64 if isinstance(a, int) and isinstance(b, int) else self.F64)
+        a = a if isinstance(a, ir.Value) else self._splat(type, a)
+        b = b if isinstance(b, ir.Value) else self._splat(type, b)
         return self.b.select(cond, a, b)
 
     def and_(self, a, b) -> ir.Value:
@@ -127,10 +149,10 @@ class Emitter:
 
     # bits and integers
     def bits(self, x) -> ir.Value:
-        return self.b.bitcast(self.f(x), I64)
+        return self.b.bitcast(self.f(x), self.I64)
 
     def from_bits(self, i) -> ir.Value:
-        return self.b.bitcast(self.i(i), F64)
+        return self.b.bitcast(self.i(i), self.F64)
 
     def iadd(self, a, b) -> ir.Value:
         return self.b.add(self.i(a), self.i(b))
@@ -160,7 +182,7 @@ class Emitter:
         return self.b.icmp_signed(op, self.i(a), self.i(b))
 
     def itof(self, i) -> ir.Value:
-        return self.b.sitofp(self.i(i), F64)
+        return self.b.sitofp(self.i(i), self.F64)
 
     def pow2(self, k) -> ir.Value:
         """2**k for an i64 k in [-1022, 1023]."""
@@ -202,7 +224,7 @@ def dd_div(e: Emitter, nh: ir.Value, nl: ir.Value, dh: ir.Value, dl: ir.Value) -
 
 def flip_sign(e: Emitter, value: ir.Value, flip: ir.Value) -> ir.Value:
     """-value where the i1 `flip` is set."""
-    return e.from_bits(e.ixor(e.bits(value), e.shl(e.b.zext(flip, I64), 63)))
+    return e.from_bits(e.ixor(e.bits(value), e.shl(e.b.zext(flip, e.I64), 63)))
 
 
 def constant_table(e: Emitter, name: str, values: Callable[[], list[float]]) -> ir.GlobalVariable:

@@ -18,7 +18,7 @@ from xlapy.codegen.backends.mathlib.constants import (
     ERFC_K64,
     ERFC_SMALL_P32,
 )
-from xlapy.codegen.backends.mathlib.emitter import I64, INF, Emitter, dd_div, fast_two_sum, register, two_sum
+from xlapy.codegen.backends.mathlib.emitter import INF, Emitter, dd_div, fast_two_sum, register, two_sum
 from xlapy.codegen.backends.mathlib.exponential import exp32, exp_mantissa_pair, exp_parts
 
 # error function
@@ -118,7 +118,7 @@ def cbrt(e: Emitter, x: ir.Value, precise: bool) -> ir.Value:
         y3l = e.fma(y2l, y, e.fma(y2, y, e.neg(y3)))
         residual = e.sub(e.sub(t, y3), y3l)  # t - y3 is exact (Sterbenz)
         y = e.add(y, e.div(residual, e.mul(3.0, y2)))
-    scale = e.isub(e.b.fptosi(q, I64), e.select(tiny, 18, 0))  # q is finite (exponent is)
+    scale = e.isub(e.b.fptosi(q, e.I64), e.select(tiny, 18, 0))  # q is finite (exponent is)
     result = e.copysign(e.mul(y, e.pow2(scale)), x)
     special = e.or_(e.eq(a, 0.0), e.not_(e.lt(a, INF)))  # 0, inf, NaN
     return e.select(special, x, result)

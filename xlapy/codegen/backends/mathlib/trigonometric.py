@@ -34,6 +34,7 @@ from xlapy.codegen.backends.mathlib.constants import (
     TWO_OVER_PI_NBITS,
 )
 from xlapy.codegen.backends.mathlib.emitter import (
+    F64,
     I64,
     INF,
     NAN,
@@ -89,8 +90,10 @@ def trig_reduce(e: Emitter, a: ir.Value, precise: bool) -> tuple[ir.Value, ir.Va
     if precise:
         table = constant_table(e, "xlapy.math.two_over_pi", payne_hanek_table)
         for c in range(count):
-            address = e.b.gep(table, [ir.Constant(I64, 0), e.iadd(e.shl(group, 2), c)], inbounds=True)
-            pieces.append(e.b.load(address))
+            def lookup(index: ir.Value) -> ir.Value:
+                return e.b.load(e.b.gep(table, [ir.Constant(I64, 0), index], inbounds=True))
+
+            pieces.append(e.lane_map(lookup, e.iadd(e.shl(group, 2), c), F64))
     else:
         is_group = [e.icmp("==", group, g) for g in range(1, groups)]
         for c in range(count):
