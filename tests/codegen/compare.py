@@ -87,6 +87,9 @@ def max_ulp_difference(actual: Any, expected: Any, element_type: str | np.dtype)
         return 0
     if dtype == np.bool_:
         return int(np.any(actual != expected))
+    if dtype.kind == "V" and not _is_float(dtype):  # sub-byte integers (ml_dtypes): as their values
+        wide = np.dtype(np.int8 if ml_dtypes.iinfo(dtype).min < 0 else np.uint8)
+        return max_ulp_difference(actual.astype(wide), expected.astype(wide), wide)
     if dtype.kind in "iu":
         # high - low lies in [0, 2**64), so it is exact in wrapping uint64 arithmetic.
         wide = np.int64 if dtype.kind == "i" else np.uint64
@@ -266,9 +269,22 @@ def random_argument(shape: Shape, random: np.random.Generator, *, scale: float =
         return random.integers(-2, max(bound, 1) + 2, dims).astype(element.dtype)
     if element.is_integral and element.bit_width >= 8:
         return _random_integer(dims, element.dtype, random)
+    if element.is_integral:  # sub-byte integers: the whole range
+        low, high = (-(1 << (element.bit_width - 1)), (1 << (element.bit_width - 1)) - 1) \
+            if element.kind is TypeKind.SIGNED else (0, (1 << element.bit_width) - 1)
+        return random.integers(low, high, dims, endpoint=True).astype(element.dtype)
     if element.kind is TypeKind.FLOAT and element.bit_width >= 16:
         return _random_float(dims, element.dtype, random, scale, specials)
-    # pred, sub-byte integers, fp8, complex, tokens: what the CLI draws.
+    if element.kind is TypeKind.FLOAT:  # 8- and 4-bit floats: every bit pattern (NaN, inf, subnormals) is likely
+        return random.integers(0, 1 << element.bit_width, dims, dtype=np.uint8).view(element.dtype)
+    if element.is_complex:
+        part = np.float32 if element.bit_width == 64 else np.float64
+        real = _random_float(dims, np.dtype(part), random, scale, specials)
+        imag = _random_float(dims, np.dtype(part), random, scale, specials)
+        value = np.empty(dims, element.dtype)
+        value.real, value.imag = real, imag
+        return value
+    # pred, tokens: what the CLI draws.
     return fake_argument(shape, random, bound)
 
 
@@ -283,9 +299,11 @@ def random_arguments(module: HloModule, seed: int, *, scale: float = 1.0,
     false. Integers (8 bits and wider): half drawn from the whole range of
     the type, half from [-70, 70], and the edges (min, min+1, max-1, max, 0,
     1, -1 or 2) placed once each where there is room (one of them
-    otherwise). Parameters a gather or dynamic slice (fused or not) reads as
-    indices: integers from -2 to 2 past the largest valid start.
-    Everything else (pred, sub-byte integers, fp8, complex) as the CLI's
+    otherwise). Sub-byte integers: their whole range. 8- and 4-bit floats:
+    random bit patterns (all their special values). Complex numbers: real
+    and imaginary parts as floats of their width. Parameters a gather or
+    dynamic slice (fused or not) reads as indices: integers from -2 to 2
+    past the largest valid start. Everything else (pred) as the CLI's
     ``xlapy run`` draws it."""
     random = np.random.default_rng(seed)
     return [np.asarray(random_argument(p.shape, random, scale=scale, specials=specials, bound=_index_bound(p)))

@@ -116,7 +116,7 @@ def _erfc_h(k: float, x_max: float) -> tuple[Function, Function, float, float]:
 # name: (g, w, a, b, degrees): P of the given degrees minimising max |w (g - P)| on [a, b]
 POLYNOMIALS = {
     "EXP_P": (_series(lambda r: mp.mpf(1) / 2 + r / 6, lambda r: (mp.exp(r) - 1 - r) / r**2),
-              lambda r: r * r / mp.exp(r), -LN2_HALF, LN2_HALF, (9, 5)),
+              lambda r: r * r / mp.exp(r), -LN2_HALF, LN2_HALF, (9,)),
     "LOG_P": (_series(lambda z: mp.mpf(2) / 3, lambda z: (2 * mp.atanh(mp.sqrt(z)) / mp.sqrt(z) - 2) / z),
               lambda z: z, 0, LOG_Z, (6, 3)),
     "POW_LOG_Q": (_series(lambda z: mp.mpf(2) / 5, lambda z: (2 * mp.atanh(mp.sqrt(z)) - 2 * mp.sqrt(z)
@@ -140,8 +140,8 @@ POLYNOMIALS = {
 
 # name: (f, z_max, p, q): f(z) ~ P(z) / Q(z) on [0, z_max] (the function is x f(x^2))
 RATIONALS = {
-    "TANH_32": (lambda z: mp.tanh(mp.sqrt(z)) / mp.sqrt(z) if z > 0 else mp.mpf(1), 9.5**2, 5, 5),
-    "ERF_32": (lambda z: mp.erf(mp.sqrt(z)) / mp.sqrt(z) if z > 0 else 2 / mp.sqrt(mp.pi), 16, 7, 7),
+    "TANH_32": (lambda z: mp.tanh(mp.sqrt(z)) / mp.sqrt(z) if z > 0 else mp.mpf(1), 9.5**2, 7, 7),
+    "ERF_32": (lambda z: mp.erf(mp.sqrt(z)) / mp.sqrt(z) if z > 0 else 2 / mp.sqrt(mp.pi), 16, 10, 10),
 }
 
 
@@ -186,7 +186,7 @@ def main(names: list[str]) -> None:
                 print("    first coefficient's rest:", float(c[0] - mp.mpf(float(c[0]))))
     for name, (f, z_max, p, q) in RATIONALS.items():
         if not names or name in names:
-            num, den, err = rational(f, z_max, p, q)
+            num, den, err = rational(f, z_max, p, q, points=600)
             print(f"{name} [{p}/{q}]: relative error {mp.nstr(err, 3)}")
             print("    P", tuple(float(v) for v in num))
             print("    Q", tuple(float(v) for v in den))

@@ -58,16 +58,10 @@ def gelu_cases(shape: str) -> list[Case]:
 
 # The tolerance applies to results, not to each op: in GELU, 1 + tanh(...) cancels for negative inputs and
 # rounds again for positive ones, so an f32 tanh 1 ulp off the interpreter's (correctly rounded) value on every
-# element puts a quarter of the f32 results more than 1 ulp off, the worst by about 600000 ulp. bf16 absorbs
-# such errors in its rounding.
-# Known gaps, kept strict so that fixing them is noticed:
-KNOWN_GAPS = {
-    # The f32 tanh of the math library is not always the correctly rounded value the interpreter computes;
-    # gelu's 1 + tanh cancellation turns a 1-ulp difference in tanh into tens of ulps in a few dozen elements.
-    "gelu_f32": "f32 tanh is not correctly rounded; 1 + tanh cancellation amplifies the difference",
-    # 1 / (1 + exp(-x)) in f64 rounds three times; the interpreter's numpy exp and ours differ by 1 ulp.
-    "float_transcendental_f64": "f64 logistic is 2 ulp from the interpreter",
-}
+# element would put a quarter of the f32 results more than 1 ulp off, the worst by about 600000 ulp; the math
+# library's f32 tanh is the f64 value rounded once (~1e-16 relative error), like the interpreter's.
+# Known gaps, kept strict so that fixing them is noticed (none at the moment):
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def _marked(cases: list[Case]) -> list:
@@ -200,9 +194,13 @@ UNSUPPORTED = {
     "dot": (_single_fusion(["f32[4,8]", "f32[8,3]"],
                            ["ROOT product = f32[4,3] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}"],
                            "f32[4,3]"), "dot"),
-    "f8": (_single_fusion(["f8e4m3fn[8]", "f8e4m3fn[8]"], ["ROOT sum = f8e4m3fn[8] add(p0, p1)"], "f8e4m3fn[8]"),
-           "f8e4m3fn"),
+    "reduce-precision": (_single_fusion(["f8e4m3fn[8]"], ["ROOT r = f8e4m3fn[8] reduce-precision(p0), exponent_bits=2, "
+                                                          "mantissa_bits=1"], "f8e4m3fn[8]"), "reduce-precision"),
     "complex": (_single_fusion(["c64[8]"], ["ROOT e = c64[8] exponential(p0)"], "c64[8]"), "c64"),
+    "complex128": (_single_fusion(["c128[8]", "c128[8]"], ["ROOT s = c128[8] add(p0, p1)"], "c128[8]"), "c128"),
+    # Sub-byte integers are supported one per byte; packed (E(4)) layouts are not.
+    "packed_s4": (_single_fusion(["s4[16]{0:E(4)}"], ["ROOT n = s4[16]{0:E(4)} negate(p0)"], "s4[16]{0:E(4)}"),
+                  r"E\(4\)"),
 }
 
 

@@ -22,9 +22,9 @@ _erfc = np.frompyfunc(math.erfc, 1, 1)
 
 
 def _logistic(x: np.ndarray) -> np.ndarray:
+    """XLA's formula, as the interpreter evaluates it."""
     with np.errstate(over="ignore"):
-        u = np.exp(-np.abs(x))
-        return np.where(x < 0, u, 1.0) / (1.0 + u)
+        return 1 / (1 + np.exp(-x))
 
 
 REFERENCE = {
@@ -36,9 +36,12 @@ REFERENCE = {
     "sinh": np.sinh, "sqrt": np.sqrt, "tan": np.tan, "tanh": np.tanh,
 }  # fmt: skip
 
-# Allowed distance (ulps) to numpy's f64 result for the f64 functions (the largest seen; 1 for the others); f32 and
-# the 16-bit types: 1 ulp everywhere. numpy (and math.erf) are themselves up to ~1 ulp off the true values.
-F64_TOLERANCE = {"atanh": 2, "asinh": 2, "acosh": 2, "erf": 2, "erfc": 3, "logistic": 2}
+# Allowed distance (ulps) to numpy's f64 result for the f64 functions (the largest seen; 1 for the others); the 16-bit
+# types: 1 ulp everywhere. numpy (and math.erf) are themselves up to ~1 ulp off the true values. f32: 0 ulp on the
+# samples, i.e. numpy's f64 result rounded once, the interpreter's value (the f32 kernels are good to ~1e-16
+# relative, so they round the other way only where the f64 value is within ~1e-16 of a rounding boundary, a few
+# arguments in 10^8): a 1-ulp difference in f32 tanh becomes tens of ulps after gelu's 1 + tanh cancellation.
+F64_TOLERANCE = {"atanh": 2, "asinh": 2, "acosh": 2, "erf": 2, "erfc": 3}
 
 
 def reference(op: str, dtype: np.dtype, *args: np.ndarray) -> np.ndarray:
@@ -119,7 +122,7 @@ def test_accuracy(op: str, dtype: type) -> None:
     got = _run(op, dtype, args)
     expected = reference(op, np.dtype(dtype), *args)
     distance = ulps(got, expected)
-    tolerance = 1 if dtype == np.float32 else F64_TOLERANCE.get(op, 1)
+    tolerance = 0 if dtype == np.float32 else F64_TOLERANCE.get(op, 1)
     worst = int(np.argmax(distance))
     assert distance[worst] <= tolerance, (
         f"{op} {np.dtype(dtype).name}({', '.join(repr(a[worst]) for a in args)}) = {got[worst]!r}, "
@@ -257,7 +260,8 @@ def test_errors_name_the_op() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("op", MATH_OPS)
 def test_f32_sweep(op: str) -> None:
-    """Millions of f32 arguments (several seeds, plus every 64th float of [2^-8, 2^8)) within 1 ulp."""
+    """Millions of f32 arguments (several seeds, plus every 64th float of [2^-8, 2^8)): at most one in a million
+    rounds differently from the interpreter's f64-then-f32 value, and then by 1 ulp."""
     dtype = np.dtype(np.float32)
     samples = [sample(op, dtype, 2_000_000, seed) for seed in range(1, 4)]
     if op not in BINARY:
@@ -269,6 +273,7 @@ def test_f32_sweep(op: str) -> None:
         distance = ulps(got, expected)
         worst = int(np.argmax(distance))
         assert distance[worst] <= 1, (op, [a[worst] for a in args], got[worst], expected[worst])
+        assert np.count_nonzero(distance) <= got.size // 1_000_000, (op, np.count_nonzero(distance))
 
 
 @pytest.mark.slow

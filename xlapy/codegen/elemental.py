@@ -15,13 +15,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from xdsl.builder import Builder
 from xdsl.dialects import arith, func, scf, tensor
-from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, IntegerType
+from xdsl.dialects.builtin import Float32Type, FloatAttr, IndexType, IntegerAttr, IntegerType
 from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from xlapy.codegen.dialect import ApplyIndexingOp, PureCallOp
 from xlapy.codegen.partitioner import PartitionedComputation, Subgraph
-from xlapy.codegen.types import element_type, is_unsigned, tensor_type
+from xlapy.codegen.types import element_type, is_narrow_float, is_unsigned, tensor_type
 from xlapy.errors import UnimplementedError
 from xlapy.hlo.ir import HloInstruction
 from xlapy.indexing import IndexingMap
@@ -217,10 +217,12 @@ def _iota(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAVa
     name = instr.shape.element_type
     mlir_type = element_type(name, instr.name)
     if isinstance(mlir_type, IntegerType):
-        if mlir_type.width.data == 1:
+        if name == "pred":
             return em.insert(arith.CmpiOp(position, em.index(0), "ne")).result
         return em.insert(arith.IndexCastOp(position, mlir_type)).result
     as_int = em.insert(arith.IndexCastOp(position, IntegerType(64))).result
+    if is_narrow_float(name):  # through f32, as the ops on these types compute
+        return em.insert(arith.TruncFOp(em.insert(arith.SIToFPOp(as_int, Float32Type())).result, mlir_type)).result
     return em.insert(arith.SIToFPOp(as_int, mlir_type)).result
 
 

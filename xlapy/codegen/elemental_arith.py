@@ -4,7 +4,11 @@ XLA's): integer division by zero gives -1 (all bits set), ``INT_MIN / -1`` is
 ``INT_MIN``, ``x % 0`` is ``x``; shifts past the width give 0 (or the sign);
 float→int conversion truncates and saturates with NaN → 0; maximum/minimum
 propagate NaN. Narrow floats (bf16, f16) are computed in their own type, which
-the backend performs in f32 with a rounding after every op, as XLA does.
+the backend performs in f32 with a rounding after every op, as XLA does. The
+8- and 4-bit floats (f8e4m3fn, f8e5m2, ... f4e2m1fn) are extended to f32
+(``arith.extf``) before each op and its result rounded back (``arith.truncf``),
+as XLA and the interpreter (ml_dtypes) compute them; sub-byte integers are
+computed in their own width (i2, i4), wrapping as the interpreter does.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from xdsl.irdl import irdl_op_definition, traits_def
 from xdsl.traits import Pure
 
 from xlapy.codegen.elemental import FunctionEmitter, Indices, elemental_rule
-from xlapy.codegen.types import element_type, is_float, is_unsigned
+from xlapy.codegen.types import compute_type, element_type, is_float, is_narrow_float, is_unsigned
 from xlapy.errors import UnimplementedError
 from xlapy.hlo.ir import HloInstruction
 
@@ -31,17 +35,36 @@ class RemFOp(arith.FloatingPointLikeBinaryOperation):
     traits = traits_def(Pure())
 
 
+@irdl_op_definition
+class LogisticOp(math.FloatingPointLikeUnaryMathOperation):
+    """``math.logistic``: 1 / (1 + e^-x) as one op (an xlapy extension of the math dialect), which the CPU
+    backend lowers to the math library's ``logistic``."""
+
+    name = "math.logistic"
+    traits = traits_def(Pure())
+
+
 def _type_name(instr: HloInstruction, k: int = 0) -> str:
-    return instr.operands[k].shape.element_type
+    """The element type operand ``k`` is computed in (f32 for the 8- and 4-bit floats)."""
+    return compute_type(instr.operands[k].shape.element_type)
 
 
-def _elementwise(*opcodes: str):
-    """Registers ``build(em, instr, operand values) -> value`` for ``opcodes``."""
+def _elementwise(*opcodes: str, in_f32: bool = True):
+    """Registers ``build(em, instr, operand values) -> value`` for ``opcodes``. With ``in_f32``, operands of the
+    8- and 4-bit float types are extended to f32 first and a float result of such a type is rounded back."""
 
     def register(build: Callable[[FunctionEmitter, HloInstruction, list[SSAValue]], SSAValue]):
         def rule_(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
             operands = [em.emit(op, indices if op.shape.dimensions else ()) for op in instr.operands]
-            return build(em, instr, operands)
+            if not in_f32:
+                return build(em, instr, operands)
+            operands = [em.insert(arith.ExtFOp(value, Float32Type())).result
+                        if is_narrow_float(op.shape.element_type) else value
+                        for op, value in zip(instr.operands, operands)]
+            result = build(em, instr, operands)
+            if is_narrow_float(instr.shape.element_type) and result.type == Float32Type():
+                result = em.insert(arith.TruncFOp(result, element_type(instr.shape.element_type))).result
+            return result
 
         for opcode in opcodes:
             elemental_rule(opcode)(rule_)
@@ -177,6 +200,9 @@ def _in_wider_type(em: FunctionEmitter, instr: HloInstruction, operands: list[SS
 
 @_elementwise("logistic")
 def _logistic(em, instr, operands):
+    if _type_name(instr) == "f64":
+        return _logistic_f64(em, operands[0])
+
     def body(values: list[SSAValue]) -> SSAValue:
         (x,) = values
         type_name = {Float64Type(): "f64", Float32Type(): "f32"}.get(x.type, _type_name(instr))
@@ -186,6 +212,13 @@ def _logistic(em, instr, operands):
         return em.insert(arith.DivfOp(one, denominator)).result
 
     return _in_wider_type(em, instr, operands, body)
+
+
+def _logistic_f64(em: FunctionEmitter, x: SSAValue) -> SSAValue:
+    """f64 logistic as one ``math.logistic``: the math library computes the interpreter's 1 / (1 + exp(-x)) with
+    exp(-x) known to a fraction of an ulp, so that it rounds as the interpreter does (within 1 ulp where
+    numpy's exp may round either way). The same formula of f64 ops would land 2 ulps away where exps differ."""
+    return em.insert(LogisticOp(x)).result
 
 
 @_elementwise("divide")
@@ -339,11 +372,19 @@ def convert(em: FunctionEmitter, x: SSAValue, source: str, target: str) -> SSAVa
     """XLA's ``convert`` from HLO type ``source`` to ``target``."""
     if source == target:
         return x
+    if is_narrow_float(source):
+        x, source = em.insert(arith.ExtFOp(x, Float32Type())).result, "f32"
     target_type = element_type(target)
     if target == "pred":
         zero = _const_like(em, 0 if not is_float(source) else 0.0, source)
         op = arith.CmpfOp(x, zero, "une") if is_float(source) else arith.CmpiOp(x, zero, "ne")
         return em.insert(op).result
+    if is_narrow_float(target):
+        # One rounding from any float (the backend rounds f64 to odd on the way through f32); integers through
+        # f64, exact up to 2^53.
+        if not is_float(source):
+            x = convert(em, x, source, "f64")
+        return em.insert(arith.TruncFOp(x, target_type)).result
     if is_float(source) and is_float(target):
         return _float_to_float(em, x, source, target)
     if is_float(target):
@@ -388,9 +429,9 @@ def _float_to_int(em: FunctionEmitter, x: SSAValue, source: str, target: str) ->
     return em.insert(arith.SelectOp(is_nan, _const_like(em, 0, target), result)).result
 
 
-@_elementwise("bitcast-convert")
+@_elementwise("bitcast-convert", in_f32=False)
 def _bitcast_convert(em, instr, operands):
-    source, target = _type_name(instr), instr.shape.element_type
+    source, target = instr.operands[0].shape.element_type, instr.shape.element_type
     target_type: Attribute = element_type(target, instr.name)
     if _bits(source) != _bits(target):
         raise UnimplementedError(f"bitcast-convert ({instr.name}) between types of different widths")

@@ -19,13 +19,13 @@ from pathlib import Path
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.transforms.canonicalize import CanonicalizePass
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 
 from xlapy.codegen.emitters.loop import emit_loop_fusion
 from xlapy.codegen.launch import Device, LaunchDimensions
 from xlapy.codegen.mlir_text import make_context, print_mlir
 from xlapy.codegen.partitioner import computation_roots
+from xlapy.codegen.passes.canonicalize import CanonicalizePass
 from xlapy.codegen.passes.flatten_tensors import FlattenTensorsPass
 from xlapy.codegen.passes.inline import InlinePass
 from xlapy.codegen.passes.lower_apply_indexing import LowerApplyIndexingPass

@@ -19,6 +19,11 @@ Semantics choices:
   AVX512-BF16's vcvtneps2bf16 instead, faster but flushing denormal inputs), f64 → bf16/f16 goes through f32
   with round-to-odd. This also avoids the compiler-rt helpers (`__truncsfbf2`, `__truncdfhf2`, ...) LLVM would
   call, which are not present in the Python process. f16 ↔ f32 conversions need F16C (x86-64-v3).
+- The 8- and 4-bit floats (f8E4M3FN, f8E5M2, ..., f4E2M1FN) are i8 values holding their bits (one element per
+  byte in memory, as ml_dtypes stores them). Only `arith.extf` from them (a lookup in a 256-entry f32 table)
+  and `arith.truncf` to them (integer rounding to nearest even, with each format's overflow, NaN, -0 and
+  subnormal rules, bit-exact with ml_dtypes; f64 rounds to odd on the way through f32) touch them: the emitter
+  computes their ops in f32. Sub-byte integers (i1, i2, i4) are LLVM integers of their width.
 - Vector values are LLVM vectors: a fusion whose lanes `vectorize-lanes` turned into vector ops computes SIMD
   vectors (`vector_index` is the SIMD lane), math functions included (their vector forms). Where lanes are
   still read one by one (`vector.extract`), vectors are kept per lane (`_Lanes`) so that the loop vectorizer
@@ -49,6 +54,15 @@ from xdsl.dialects import llvm as xllvm
 from xdsl.dialects.builtin import (
     BFloat16Type,
     DenseIntOrFPElementsAttr,
+    Float4E2M1FNType,
+    Float8E3M4Type,
+    Float8E4M3B11FNUZType,
+    Float8E4M3FNType,
+    Float8E4M3FNUZType,
+    Float8E4M3Type,
+    Float8E5M2FNUZType,
+    Float8E5M2Type,
+    Float8E8M0FNUType,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -101,8 +115,43 @@ _SCALAR_TYPES: dict[type[Attribute], ir.Type] = {
 }
 
 
+@dataclass(frozen=True)
+class NarrowFloat:
+    """An 8- or 4-bit float format: an LLVM i8 holding its bits (in the low bits, one element per byte)."""
+
+    dtype: Any  # the ml_dtypes type
+    exponent_bits: int
+    mantissa_bits: int
+    bias: int
+    # "ieee": infinities and NaNs as IEEE; "fn": no infinities, NaN all ones; "fnuz": no infinities, no -0, NaN is
+    # -0's code; "e8m0": an unsigned power of two, NaN all ones; "f4": no infinities nor NaNs (overflow saturates)
+    kind: str
+
+
+NARROW_FLOATS: dict[type[Attribute], NarrowFloat] = {
+    Float8E5M2Type: NarrowFloat(ml_dtypes.float8_e5m2, 5, 2, 15, "ieee"),
+    Float8E4M3Type: NarrowFloat(ml_dtypes.float8_e4m3, 4, 3, 7, "ieee"),
+    Float8E3M4Type: NarrowFloat(ml_dtypes.float8_e3m4, 3, 4, 3, "ieee"),
+    Float8E4M3FNType: NarrowFloat(ml_dtypes.float8_e4m3fn, 4, 3, 7, "fn"),
+    Float8E4M3FNUZType: NarrowFloat(ml_dtypes.float8_e4m3fnuz, 4, 3, 8, "fnuz"),
+    Float8E5M2FNUZType: NarrowFloat(ml_dtypes.float8_e5m2fnuz, 5, 2, 16, "fnuz"),
+    Float8E4M3B11FNUZType: NarrowFloat(ml_dtypes.float8_e4m3b11fnuz, 4, 3, 11, "fnuz"),
+    Float8E8M0FNUType: NarrowFloat(ml_dtypes.float8_e8m0fnu, 8, 0, 127, "e8m0"),
+    Float4E2M1FNType: NarrowFloat(ml_dtypes.float4_e2m1fn, 2, 1, 1, "f4"),
+}
+
+
+def narrow_float(attr: Attribute) -> NarrowFloat | None:
+    """The format of an 8- or 4-bit float xDSL type (or vector of one); None for other types."""
+    element = attr.element_type if isinstance(attr, VectorType) else attr
+    return NARROW_FLOATS.get(type(element))
+
+
 def llvm_type(attr: Attribute) -> ir.Type:
-    """The LLVM type of an xDSL type (index → i64, bf16 → bfloat, vector<NxT> → <N x T>)."""
+    """The LLVM type of an xDSL type (index → i64, bf16 → bfloat, the 8- and 4-bit floats → i8 holding their
+    bits, vector<NxT> → <N x T>)."""
+    if type(attr) in NARROW_FLOATS:
+        return ir.IntType(8)
     if isinstance(attr, IntegerType):
         return ir.IntType(attr.width.data)
     if isinstance(attr, VectorType):
@@ -402,6 +451,11 @@ def _constant_value(attr: Attribute, t: ir.Type) -> ir.Constant:
 @_lowers("arith.constant", "llvm.mlir.constant")
 def _arith_constant(t: _Translator, op: Operation) -> None:
     value = op.properties.get("value", op.attributes.get("value"))
+    narrow = narrow_float(op.results[0].type)
+    if narrow is not None and isinstance(value, FloatAttr):  # the bits of the value in its format
+        bits = int(np.array(value.value.data, np.float32).astype(narrow.dtype).view(np.uint8))
+        t.set(op, _constant(llvm_type(op.results[0].type), bits))
+        return
     t.set(op, _constant_value(value, llvm_type(op.results[0].type)))
 
 
@@ -655,7 +709,108 @@ def _index_cast(t: _Translator, op: Operation) -> None:
 @_lowers("arith.extf", "arith.truncf")
 def _float_cast(t: _Translator, op: Operation) -> None:
     (x,) = t.args(op)
+    source, target = narrow_float(op.operands[0].type), narrow_float(op.results[0].type)
+    if source is not None:
+        x = _decode_narrow(t, x, source)
+        if target is None:
+            t.set(op, t.narrow(x, llvm_type(op.results[0].type)))
+            return
+    if target is not None:  # f64 rounds to odd on the way, so that the rounding to the narrow type is the only one
+        x = t._to_f32_round_to_odd(x) if _element(x.type) == F64 else t.narrow(x, _like(x.type, F32))
+        t.set(op, _encode_narrow(t, x, target))
+        return
     t.set(op, t.narrow(x, llvm_type(op.results[0].type)))
+
+
+def _decode_narrow(t: _Translator, bits: ir.Value, fmt: NarrowFloat) -> ir.Value:
+    """The f32 value of the bits of an 8- or 4-bit float: a lookup in a table of the 256 values (exact)."""
+    name = f"xlapy.decode.{np.dtype(fmt.dtype).name}"
+    table = t.module.globals.get(name)
+    if table is None:
+        count = 1 << (fmt.exponent_bits + fmt.mantissa_bits + (fmt.kind not in ("e8m0",)))
+        values = np.arange(256, dtype=np.uint8)
+        values[count:] = 0
+        decoded = values.view(fmt.dtype).astype(np.float32)
+        array = ir.ArrayType(F32, 256)
+        table = ir.GlobalVariable(t.module, array, name)
+        table.global_constant = True
+        table.linkage = "internal"
+        # Bit patterns, so that NaNs keep their sign and payload.
+        table.initializer = ir.Constant(array, [ir.Constant(F32, float(v)) for v in decoded])
+
+    def lookup(lane: ir.Value) -> ir.Value:
+        index = t.b.zext(lane, I64)
+        return t.b.load(t.b.gep(table, [_constant(I64, 0), index], inbounds=True, source_etype=table.value_type),
+                        typ=F32)
+
+    if not isinstance(bits.type, ir.VectorType):
+        return lookup(bits)
+    result = ir.Constant(_like(bits.type, F32), ir.Undefined)
+    for k in range(bits.type.count):
+        position = _constant(I32, k)
+        result = t.b.insert_element(result, lookup(t.b.extract_element(bits, position)), position)
+    return result
+
+
+def _encode_narrow(t: _Translator, x: ir.Value, fmt: NarrowFloat) -> ir.Value:
+    """The bits of f32 `x` rounded to an 8- or 4-bit float as ml_dtypes rounds: to nearest even (the power-of-two
+    e8m0: half up in the bits), overflow to inf, NaN or the largest value as the format has them."""
+    b = t.b
+    i32 = _like(x.type, I32)
+
+    def c(value: int) -> ir.Constant:
+        return _constant(i32, value)
+
+    bits = b.bitcast(x, i32)
+    magnitude = b.and_(bits, c(0x7FFFFFFF))
+    sign = b.lshr(bits, c(31))
+    is_nan = b.fcmp_unordered("uno", x, x)
+    m, e = fmt.mantissa_bits, fmt.exponent_bits
+    if fmt.kind == "e8m0":
+        code = b.lshr(b.add(magnitude, c(0x400000)), c(23))
+        # f32 subnormals: ml_dtypes gives 2^-126 above 2^-127, else 2^-127
+        subnormal = b.zext(b.icmp_unsigned(">", magnitude, c(0x400000)), i32)
+        code = b.select(b.icmp_unsigned("<", magnitude, c(0x800000)), subnormal, code)
+        invalid = b.or_(is_nan, b.or_(b.icmp_unsigned("!=", sign, c(0)), b.icmp_unsigned("==", magnitude, c(0))))
+        code = b.select(invalid, c(0xFF), code)
+        return b.trunc(code, _like(x.type, ir.IntType(8)))
+    shift = 23 - m
+    # to nearest even with m mantissa bits at x's own exponent (a carry moves to the exponent)
+    rounded = b.add(magnitude, b.add(c((1 << (shift - 1)) - 1), b.and_(b.lshr(magnitude, c(shift)), c(1))))
+    rounded = b.and_(rounded, c(~((1 << shift) - 1) & 0xFFFFFFFF))
+    normal = b.or_(b.shl(b.sub(b.lshr(rounded, c(23)), c(127 - fmt.bias)), c(m)),
+                   b.and_(b.lshr(rounded, c(shift)), c((1 << m) - 1)))
+    # below the smallest normal: to nearest even multiple of the smallest subnormal (an f32 addition rounds so)
+    smallest_normal = 2.0 ** (1 - fmt.bias)
+    absolute = b.bitcast(magnitude, x.type)
+    quantum = 2.0 ** (1 - fmt.bias - m)
+    shifter = _constant(x.type, quantum * 2.0**23)
+    subnormal = b.fsub(b.fadd(absolute, shifter), shifter)
+    subnormal = b.fptoui(b.fmul(subnormal, _constant(x.type, 1 / quantum)), i32)
+    small = b.fcmp_ordered("<", absolute, _constant(x.type, smallest_normal))
+    code = b.select(small, subnormal, normal)
+    largest = float(ml_dtypes.finfo(fmt.dtype).max)
+    largest_bits = int(np.array(largest, np.float32).view(np.uint32))
+    largest_code = int(np.array(largest, np.float32).astype(fmt.dtype).view(np.uint8))
+    over = b.and_(b.not_(small), b.icmp_unsigned(">", rounded, c(largest_bits)))
+    all_ones = (1 << (e + m)) - 1
+    if fmt.kind == "ieee":
+        overflow, nan = (all_ones >> m) << m, ((all_ones >> m) << m) | (1 << (m - 1))
+    elif fmt.kind == "fn":
+        overflow = nan = all_ones
+    elif fmt.kind == "fnuz":
+        overflow = nan = 0
+    else:
+        overflow, nan = largest_code, 0
+    code = b.select(over, c(overflow), code)
+    code = b.select(is_nan, c(nan), code)
+    signed = b.or_(code, b.shl(sign, c(e + m)))
+    if fmt.kind == "fnuz":  # no -0; NaN is the sign bit alone
+        signed = b.select(b.icmp_unsigned("==", code, c(0)), c(0), signed)
+        signed = b.select(b.or_(is_nan, over), c(1 << (e + m)), signed)
+    elif fmt.kind == "f4":  # NaN (which the format lacks) becomes ml_dtypes' zero of the opposite sign
+        signed = b.select(is_nan, b.shl(b.xor(sign, c(1)), c(e + m)), signed)
+    return b.trunc(signed, _like(x.type, ir.IntType(8)))
 
 
 @_lowers("arith.sitofp", "arith.uitofp")

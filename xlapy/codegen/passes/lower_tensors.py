@@ -7,9 +7,9 @@ or `vector.transfer_write` — is a new *version* of exactly one function argume
 
 - replaces every tensor-typed function argument by an `!llvm.ptr` argument (the root pointer);
 - lowers `tensor.extract` to `arith.index_cast` (index → i64) + `llvm.getelementptr inbounds` + `llvm.load`,
-  `tensor.insert` to the same address computation + `llvm.store`; `pred` (i1) elements are bytes in memory,
-  so they are loaded as i8 and truncated (`arith.trunci`, `llvm.trunc` for vectors) and zero-extended before
-  a store;
+  `tensor.insert` to the same address computation + `llvm.store`; `pred` (i1) and sub-byte integer (i2, i4)
+  elements are bytes in memory, so they are loaded as i8 and truncated (`arith.trunci`, `llvm.trunc` for
+  vectors) and zero-extended before a store (as ml_dtypes stores them: the value's bits, zeros above);
 - lowers `vector.transfer_read`/`vector.transfer_write` (in-bounds, unmasked, 1-D) to a vector load/store
   at the element address;
 - lowers `xla.pure_call` whose operands include tensors to `func.call` with the root pointers;
@@ -68,11 +68,12 @@ def _is_tensor(value: SSAValue) -> bool:
 
 
 def _is_pred(element: Attribute) -> bool:
-    return isinstance(element, IntegerType) and element.width.data == 1
+    """pred and the sub-byte integers: narrower than the byte each takes in memory."""
+    return isinstance(element, IntegerType) and element.width.data < 8
 
 
 def _memory_type(element: Attribute) -> Attribute:
-    """The type of one element in memory: pred is a byte."""
+    """The type of one element in memory: pred and sub-byte integers are a byte (their bits zero-extended)."""
     return i8 if _is_pred(element) else element
 
 

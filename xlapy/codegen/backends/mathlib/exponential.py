@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from xlapy.codegen.backends.mathlib.constants import (
-    EXP_P32,
     EXP_P64,
     LN2,
     LN2_HI,
@@ -35,8 +34,9 @@ class ExpParts:
 
 def exp_parts(e: Emitter, x: ir.Value, precise: bool, extra: ir.Value | None = None) -> ExpParts:
     """The reduction of exp(x + extra) for |x| < 2**40, |extra| <= ulp(x). precise: ln2 is split in three
-    (r + c = x - k ln2 to ~2^-100, folded into tail) and the polynomial is good to 1e-17; else one fma and a
-    5e-11 polynomial (f32 kernels, no extra)."""
+    (r + c = x - k ln2 to ~2^-100, folded into tail) and the polynomial is good to 1e-17; else (f32 kernels,
+    |x| < 200, no extra) ln2 in two parts (r to ~1e-19 absolute) and the same polynomial, without the
+    double-double steps: ~3e-16 relative once rounded."""
     t = e.fma(x, LOG2E, SHIFT)
     kf = e.sub(t, SHIFT)
     k = e.isub(e.bits(t), SHIFT_BITS)
@@ -50,8 +50,8 @@ def exp_parts(e: Emitter, x: ir.Value, precise: bool, extra: ir.Value | None = N
         tail = e.mul(e.mul(r, r), e.horner(r, EXP_P64))
         tail = e.add(tail, e.fma(c, e.add(r, tail), c))
     else:
-        r = e.fma(kf, -LN2, x)
-        tail = e.mul(e.mul(r, r), e.horner(r, EXP_P32))
+        r = e.fma(kf, -LN2_LO, e.fma(kf, -LN2_HI, x))
+        tail = e.mul(e.mul(r, r), e.horner(r, EXP_P64))
     big = e.icmp(">", k, 1023)
     return ExpParts(k, r, tail, e.pow2(e.select(big, 1023, k)), big)
 
@@ -96,13 +96,7 @@ def exp2_64(e: Emitter, x: ir.Value) -> ir.Value:
     return e.scale(e.add(hi, e.add(lo, tail)), k)
 
 
-def exp2_32(e: Emitter, x: ir.Value) -> ir.Value:
-    f, k = exp2_reduce(e, e.clamp(x, -160.0, 140.0))
-    r = e.mul(f, LN2)
-    return e.mul(e.add(1.0, e.mad(e.mul(r, r), e.horner(r, EXP_P32), r)), e.pow2(k))
-
-
-register("exp2", f64=exp2_64, f32=exp2_32)
+register("exp2", f64=exp2_64)
 
 
 def expm1_pair(e: Emitter, p: ExpParts) -> tuple[ir.Value, ir.Value]:
@@ -140,12 +134,7 @@ def expm1_64(e: Emitter, x: ir.Value) -> ir.Value:
     return e.select(e.eq(x, 0.0), x, result)
 
 
-def expm1_32(e: Emitter, x: ir.Value) -> ir.Value:
-    result = expm1_core(e, e.clamp(x, -45.0, 100.0), False)
-    return e.select(e.eq(x, 0.0), x, result)
-
-
-register("expm1", f64=expm1_64, f32=expm1_32)
+register("expm1", f64=expm1_64)
 
 
 def tanh64(e: Emitter, x: ir.Value) -> ir.Value:
@@ -169,7 +158,8 @@ def tanh64(e: Emitter, x: ir.Value) -> ir.Value:
 
 
 def tanh32(e: Emitter, x: ir.Value) -> ir.Value:
-    # tanh(a) = a P(a^2) / Q(a^2) on [0, 9.5] (relative error 1.1e-10); tanh rounds to 1 in f32 beyond 9.01.
+    # tanh(a) = a P(a^2) / Q(a^2) on [0, 9.5] (relative error 1.2e-16, far below the 2^-45 that rounding once to f32
+    # needs to agree with the f64 tanh almost always); tanh rounds to 1 in f32 beyond 9.01.
     # Cheaper than going through expm1 (no integer work, one division): tanh is on the critical path of gelu.
     a = e.abs(x)
     a = e.select(e.gt(a, 9.5), 9.5, a)
@@ -180,14 +170,25 @@ def tanh32(e: Emitter, x: ir.Value) -> ir.Value:
 register("tanh", f64=tanh64, f32=tanh32)
 
 
+# numpy's f64 exp is up to 0.68 ulp off (measured): it may return the neighbour of the correctly rounded exp(-x)
+# when the exact value is at least 0.32 ulp away from that double. exp_mantissa_pair is good to 0.16 ulp, so from
+# this share of an ulp away (as it measures), both doubles are treated as possible.
+AMBIGUOUS_FROM = 0.125
+
+
 def logistic64(e: Emitter, x: ir.Value) -> ir.Value:
-    # u = exp(-|x|) never overflows: 1 / (1 + u) for x >= 0, u / (1 + u) below
-    p = exp_parts(e, e.clamp(e.neg(e.abs(x)), -746.0, 0.0), True)
+    # XLA's 1 / (1 + u), u = e^-x, rounded as the interpreter rounds it: u to a double, 1 + u, the quotient. u is a
+    # double-word mantissa m (to ~0.16 ulp) times 2^k; rounded to the nearest double it gives the interpreter's
+    # result, unless u may be far enough from that double for numpy's exp to return the other neighbour: then the
+    # results of both (at most 2 ulps apart) are averaged, which is within 1 ulp of either. u overflows
+    # (x < -709.78) to inf, giving 0; for x > 37, 1 + u rounds to 1.
+    p = exp_parts(e, e.clamp(e.neg(x), -746.0, 710.0), True)
     mh, ml = exp_mantissa_pair(e, p)
-    uh, ul = e.scale(mh, p.k), e.scale(ml, p.k)  # scale: u may be subnormal
-    dh, dl = fast_two_sum(e, e.f(1.0), uh)
-    negative = e.lt(x, 0.0)
-    return dd_div(e, e.select(negative, uh, 1.0), e.select(negative, ul, 0.0), dh, e.add(dl, ul))
+    other = e.from_bits(e.iadd(e.bits(mh), e.select(e.gt(ml, 0.0), 1, -1)))  # mh's neighbour on ml's side
+    ambiguous = e.gt(e.abs(ml), e.mul(e.abs(e.sub(other, mh)), AMBIGUOUS_FROM))
+    nearest = e.div(1.0, e.add(1.0, e.scale(mh, p.k)))
+    neighbour = e.div(1.0, e.add(1.0, e.scale(other, p.k)))
+    return e.select(ambiguous, e.mul(e.add(nearest, neighbour), 0.5), nearest)
 
 
 def logistic32(e: Emitter, x: ir.Value) -> ir.Value:
@@ -235,5 +236,5 @@ def cosh(e: Emitter, x: ir.Value, precise: bool) -> ir.Value:
     return e.select(e.gt(a, 22.0), large, e.mul(0.5, small))
 
 
-register("sinh", f64=lambda e, x: sinh(e, x, True), f32=lambda e, x: sinh(e, x, False))
-register("cosh", f64=lambda e, x: cosh(e, x, True), f32=lambda e, x: cosh(e, x, False))
+register("sinh", f64=lambda e, x: sinh(e, x, True))
+register("cosh", f64=lambda e, x: cosh(e, x, True))

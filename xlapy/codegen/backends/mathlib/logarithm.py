@@ -7,16 +7,13 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from xlapy.codegen.backends.mathlib.constants import (
-    IVLN2,
     IVLN2_HI,
     IVLN2_LO,
-    IVLN10,
     IVLN10_HI,
     IVLN10_LO,
     LN2,
     LN2_HI,
     LN2_LO,
-    LOG10_2,
     LOG10_2_HI,
     LOG10_2_LO,
     LOG_P32,
@@ -26,7 +23,7 @@ from xlapy.codegen.backends.mathlib.constants import (
     TWO_THIRDS_LO,
 )
 from xlapy.codegen.backends.mathlib.emitter import INF, NAN, Emitter, fast_two_sum, flip_sign, register, two_sum
-from xlapy.codegen.backends.mathlib.exponential import exp32, exp_mantissa, exp_parts
+from xlapy.codegen.backends.mathlib.exponential import exp_mantissa, exp_parts
 
 
 @dataclass
@@ -75,8 +72,10 @@ def log64(e: Emitter, x: ir.Value) -> ir.Value:
 
 
 def log32(e: Emitter, x: ir.Value) -> ir.Value:
-    p = log_parts(e, x, False, False)
-    return log_specials(e, x, e.fma(p.k, LN2, e.add(e.sub(p.f, p.hfsq), p.sr)))
+    # log64 without the scaling of subnormals (f32 values are normal in f64)
+    p = log_parts(e, x, True, False)
+    low = e.sub(p.hfsq, e.fma(p.k, LN2_LO, p.sr))
+    return log_specials(e, x, e.fma(p.k, LN2_HI, e.sub(p.f, low)))
 
 
 def log_scaled64(e: Emitter, x: ir.Value, inv_hi: float, inv_lo: float, k_hi: float, k_lo: float) -> ir.Value:
@@ -92,22 +91,9 @@ def log_scaled64(e: Emitter, x: ir.Value, inv_hi: float, inv_lo: float, k_hi: fl
     return log_specials(e, x, e.add(val_lo, w))
 
 
-def log_scaled32(e: Emitter, x: ir.Value, scale: float, k_scale: float) -> ir.Value:
-    p = log_parts(e, x, False, False)
-    return log_specials(e, x, e.fma(p.k, k_scale, e.mul(e.add(e.sub(p.f, p.hfsq), p.sr), scale)))
-
-
 register("log", f64=log64, f32=log32)
-register(
-    "log2",
-    f64=lambda e, x: log_scaled64(e, x, IVLN2_HI, IVLN2_LO, 1.0, 0.0),
-    f32=lambda e, x: log_scaled32(e, x, IVLN2, 1.0),
-)
-register(
-    "log10",
-    f64=lambda e, x: log_scaled64(e, x, IVLN10_HI, IVLN10_LO, LOG10_2_HI, LOG10_2_LO),
-    f32=lambda e, x: log_scaled32(e, x, IVLN10, LOG10_2),
-)
+register("log2", f64=lambda e, x: log_scaled64(e, x, IVLN2_HI, IVLN2_LO, 1.0, 0.0))
+register("log10", f64=lambda e, x: log_scaled64(e, x, IVLN10_HI, IVLN10_LO, LOG10_2_HI, LOG10_2_LO))
 
 
 def log1p(e: Emitter, x: ir.Value, precise: bool) -> ir.Value:
@@ -129,7 +115,7 @@ def log1p(e: Emitter, x: ir.Value, precise: bool) -> ir.Value:
     return e.select(ok, result, special)
 
 
-register("log1p", f64=lambda e, x: log1p(e, x, True), f32=lambda e, x: log1p(e, x, False))
+register("log1p", f64=lambda e, x: log1p(e, x, True))
 
 
 # inverse hyperbolic functions, through log1p
@@ -170,30 +156,9 @@ def acosh(e: Emitter, x: ir.Value, precise: bool) -> ir.Value:
     return e.select(e.lt(x, 1.0), NAN, result)
 
 
-# f32 arguments in f64: the textbook formulas lose nothing that matters (1 +- a and x^2 - 1 = (x - 1)(x + 1) are
-# exact or nearly, and the logarithm's argument stays away from 1 except where the result is ~a)
-
-
-def atanh32(e: Emitter, x: ir.Value) -> ir.Value:
-    a = e.abs(x)
-    result = e.mul(0.5, log32(e, e.div(e.add(1.0, a), e.sub(1.0, a))))
-    return e.copysign(e.select(e.lt(a, 2.0**-14), a, result), x)  # atanh a = a (1 + a^2/3 + ...)
-
-
-def asinh32(e: Emitter, x: ir.Value) -> ir.Value:
-    a = e.abs(x)
-    result = log32(e, e.add(a, e.sqrt(e.fma(a, a, 1.0))))  # a^2 <= 2^256: no overflow
-    return e.copysign(e.select(e.lt(a, 2.0**-14), a, result), x)  # asinh a = a (1 - a^2/6 + ...)
-
-
-def acosh32(e: Emitter, x: ir.Value) -> ir.Value:
-    result = log32(e, e.add(x, e.sqrt(e.mul(e.sub(x, 1.0), e.add(x, 1.0)))))
-    return e.select(e.lt(x, 1.0), NAN, result)
-
-
-register("atanh", f64=lambda e, x: atanh(e, x, True), f32=atanh32)
-register("asinh", f64=lambda e, x: asinh(e, x, True), f32=asinh32)
-register("acosh", f64=lambda e, x: acosh(e, x, True), f32=acosh32)
+register("atanh", f64=lambda e, x: atanh(e, x, True))
+register("asinh", f64=lambda e, x: asinh(e, x, True))
+register("acosh", f64=lambda e, x: acosh(e, x, True))
 
 
 def pow_specials(e: Emitter, x: ir.Value, y: ir.Value, magnitude: ir.Value) -> ir.Value:
@@ -246,10 +211,4 @@ def pow64(e: Emitter, x: ir.Value, y: ir.Value) -> ir.Value:
     return pow_specials(e, x, y, magnitude)
 
 
-def pow32(e: Emitter, x: ir.Value, y: ir.Value) -> ir.Value:
-    p = log_parts(e, e.abs(x), False, False)
-    log = e.fma(p.k, LN2, e.add(e.sub(p.f, p.hfsq), p.sr))
-    return pow_specials(e, x, y, exp32(e, e.mul(y, log)))
-
-
-register("powf", 2, f64=pow64, f32=pow32, aliases=("pow",))
+register("powf", 2, f64=pow64, aliases=("pow",))

@@ -175,7 +175,6 @@ for op_name in ("sin", "cos", "tan"):
     register(
         op_name,
         f64=lambda e, x, op=op_name: trig(e, x, op, True),
-        f32=lambda e, x, op=op_name: trig(e, x, op, False),
     )
 
 
@@ -253,8 +252,8 @@ def atan2(e: Emitter, y: ir.Value, x: ir.Value, precise: bool) -> ir.Value:
     return e.copysign(a, y)
 
 
-register("atan", f64=lambda e, x: atan(e, x, True), f32=lambda e, x: atan(e, x, False))
-register("atan2", 2, f64=lambda e, y, x: atan2(e, y, x, True), f32=lambda e, y, x: atan2(e, y, x, False))
+register("atan", f64=lambda e, x: atan(e, x, True))
+register("atan2", 2, f64=lambda e, y, x: atan2(e, y, x, True))
 
 
 @dataclass
@@ -298,5 +297,5 @@ def acos(e: Emitter, x: ir.Value, precise: bool) -> ir.Value:
     return e.select(p.small, small, e.select(e.lt(x, 0.0), negative, positive))
 
 
-register("asin", f64=lambda e, x: asin(e, x, True), f32=lambda e, x: asin(e, x, False))
-register("acos", f64=lambda e, x: acos(e, x, True), f32=lambda e, x: acos(e, x, False))
+register("asin", f64=lambda e, x: asin(e, x, True))
+register("acos", f64=lambda e, x: acos(e, x, True))
