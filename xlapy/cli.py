@@ -175,6 +175,32 @@ def _indexing_block(title: str, maps) -> str:
     return title + "\n" + "".join(f"{t}\n" for t in texts)
 
 
+def _sdy_propagate(args: argparse.Namespace) -> None:
+    from xlapy.errors import ParseError
+    from xlapy.frontends.stablehlo import parse_module, print_module, split_input_file
+    from xlapy.sharding.propagate import propagate
+
+    try:
+        with open(args.file, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise XlapyError(f"cannot read {args.file}: {e.strerror}") from None
+    chunks = split_input_file(text) if args.split_input_file else [(text, 1)]
+    outputs = []
+    for chunk, first_line in chunks:
+        try:
+            outputs.append(print_module(propagate(parse_module(chunk, source=args.file), args.strategy)))
+        except ParseError as e:
+            # Report the line in the whole file, not in the chunk.
+            raise ParseError(" ".join(e.message.split()), e.line + first_line - 1, e.column, e.source) from None
+        except XlapyError as e:
+            if "\n" not in str(e):
+                raise
+            raise type(e)(" ".join(str(e).split())) from None
+    # Print only once every chunk succeeded: nothing half-printed.
+    sys.stdout.write("// -----\n".join(outputs))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="xlapy", description="An XLA-style tensor compiler in Python.")
     parser.add_argument("--version", action="version", version=f"xlapy {__version__}")
@@ -229,6 +255,24 @@ def build_parser() -> argparse.ArgumentParser:
     indexing.add_argument("--output-id", dest="output_id", type=int, default=0, metavar="N",
                           help="the output of a multi-output instruction (default 0)")
     indexing.set_defaults(run=_indexing)
+
+    sdy = commands.add_parser(
+        "sdy", help="Shardy: sharding propagation on StableHLO",
+        description="Shardy's sharding tools on StableHLO/Shardy MLIR programs.",
+    )
+    sdy_commands = sdy.add_subparsers(dest="sdy_command", required=True, metavar="COMMAND")
+    sdy_propagate = sdy_commands.add_parser(
+        "propagate", help="propagate shardings and print the module",
+        description="Give every tensor of the module a sharding, from the shardings of some of them, the way "
+        "Shardy propagates them, and print the module back.",
+    )
+    sdy_propagate.add_argument("file", metavar="FILE.mlir", help="a StableHLO module with Shardy shardings")
+    sdy_propagate.add_argument("--strategy", choices=["basic", "aggressive", "op-priority", "user-priority",
+                                                      "pipeline"], default="pipeline",
+                               help="the propagation strategy (default: Shardy's whole pipeline)")
+    sdy_propagate.add_argument("--split-input-file", action="store_true",
+                               help="propagate each chunk between '// -----' lines on its own")
+    sdy_propagate.set_defaults(run=_sdy_propagate)
     return parser
 
 

@@ -1,0 +1,51 @@
+"""Random edits of valid modules: the frontend either reads the result (and
+can print it) or reports an XlapyError (ParseError, VerifyError), never
+another exception."""
+
+from __future__ import annotations
+
+import pathlib
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from xlapy.errors import XlapyError
+from xlapy.frontends.stablehlo import parse_module, print_module, split_input_file
+
+DATA = pathlib.Path(__file__).parent / "data"
+SOURCES = [text for text, _ in split_input_file((DATA / "hand_written.mlir").read_text()) if "func" in text]
+SOURCES += [text for text, _ in split_input_file((DATA / "hand_written.generic.mlir").read_text())][:4]
+SOURCES += [(DATA / "jax_argmax.mlir").read_text(), (DATA / "jax_shard_map.mlir").read_text()]
+TOKENS = ["%", "#", "@", "<", ">", "{", "}", "(", ")", "[", "]", ",", ":", "=", "?", '"', "x", "0", "-1", "->",
+          "%0", "%arg0", "tensor<f32>", "dense<", "sdy.sharding = ", "#sdy.sharding<@mesh, [{}]>", "^bb0", "\n",
+          "stablehlo.return", "func.func", "0x", "1.5e", "loc(", "\\", " "]
+
+
+@st.composite
+def edited(draw) -> str:
+    text = draw(st.sampled_from(SOURCES))
+    for _ in range(draw(st.integers(1, 3))):
+        start = draw(st.integers(0, len(text)))
+        end = min(len(text), start + draw(st.integers(0, 12)))
+        kind = draw(st.sampled_from(["delete", "insert", "replace", "duplicate"]))
+        if kind == "delete":
+            text = text[:start] + text[end:]
+        elif kind == "insert":
+            text = text[:start] + draw(st.sampled_from(TOKENS)) + text[start:]
+        elif kind == "replace":
+            text = text[:start] + draw(st.sampled_from(TOKENS)) + text[end:]
+        else:
+            text = text[:start] + text[start:end] * 2 + text[end:]
+    return text
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(edited())
+def test_edits_parse_or_raise_xlapy_errors(text: str) -> None:
+    try:
+        module = parse_module(text)
+    except XlapyError:
+        return
+    printed = print_module(module)
+    # What was read prints back into text that reads again to the same text.
+    assert print_module(parse_module(printed)) == printed

@@ -1,0 +1,80 @@
+# ruff: noqa: E501  (MLIR lines are longer than the code's limit)
+"""``xlapy sdy propagate FILE.mlir [--strategy S] [--split-input-file]``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from xlapy.cli import main
+from xlapy.frontends.stablehlo import parse_module, print_module
+from xlapy.sharding.propagate import propagate
+
+PROGRAM = """sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {"b"}]>}, %arg1: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %0 = stablehlo.add %arg0, %arg1 : tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+"""
+
+SECOND = PROGRAM.replace('[{"a"}, {"b"}]', '[{"b"}, {}]').replace("@main", "@second")
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(["sdy", "propagate", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_prints_the_propagated_module(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "p.mlir"
+    path.write_text(PROGRAM)
+    code, out, err = run([str(path)], capsys)
+    assert (code, err) == (0, "")
+    assert out == print_module(propagate(parse_module(PROGRAM)))
+    assert '%arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {"b"}]>}' in out
+
+
+@pytest.mark.parametrize("strategy", ["basic", "aggressive", "op-priority", "user-priority"])
+def test_strategy_option(strategy: str, tmp_path: Path, capsys) -> None:
+    path = tmp_path / "p.mlir"
+    path.write_text(PROGRAM)
+    code, out, _ = run([str(path), "--strategy", strategy], capsys)
+    assert code == 0
+    assert '%arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a", ?}, {"b", ?}]>}' in out
+
+
+def test_split_input_file_propagates_each_chunk_on_its_own(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "two.mlir"
+    path.write_text(PROGRAM + "// -----\n" + SECOND)
+    code, out, _ = run([str(path), "--split-input-file", "--strategy", "basic"], capsys)
+    first, second = out.split("// -----\n")
+    assert code == 0
+    assert first == print_module(propagate(parse_module(PROGRAM), "basic"))
+    assert second == print_module(propagate(parse_module(SECOND), "basic"))
+
+
+def test_a_bad_chunk_is_one_error_line_and_nothing_printed(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "bad.mlir"
+    bad = SECOND.replace('{"b"}, {}', '{"z"}, {}')
+    path.write_text(PROGRAM + "// -----\n" + bad)
+    code, out, err = run([str(path), "--split-input-file"], capsys)
+    assert code == 1 and out == ""
+    assert len(err.strip().splitlines()) == 1 and '"z"' in err
+
+
+def test_parse_errors_name_the_line_of_the_whole_file(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "bad.mlir"
+    path.write_text(PROGRAM + "// -----\n" + SECOND.replace("stablehlo.add", "stablehlo.add("))
+    code, out, err = run([str(path), "--split-input-file"], capsys)
+    # The add of the second chunk, counted in the whole file.
+    broken = len(PROGRAM.splitlines()) + 1 + next(
+        i for i, line in enumerate(SECOND.splitlines(), 1) if "stablehlo.add" in line)
+    assert code == 1 and out == ""
+    assert err.startswith(f"xlapy: error: {path}:{broken}:") and len(err.strip().splitlines()) == 1
+
+
+def test_missing_file(tmp_path: Path, capsys) -> None:
+    code, out, err = run([str(tmp_path / "nope.mlir")], capsys)
+    assert code == 1 and out == "" and "cannot read" in err

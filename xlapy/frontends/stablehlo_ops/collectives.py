@@ -1,0 +1,78 @@
+"""Collectives, written in MLIR's generic form: all_reduce, all_gather,
+reduce_scatter, all_to_all, collective_permute, collective_broadcast."""
+
+from __future__ import annotations
+
+from xlapy.frontends.mlir_syntax import DenseElementsAttr, DialectAttr
+from xlapy.frontends.stablehlo_ops import OpSpec, register
+from xlapy.frontends.stablehlo_ops.common import bool_value, int_value, struct_int
+from xlapy.frontends.stablehlo_ops.records import OpDraft
+from xlapy.hlo.attributes import Verbatim
+
+
+def _groups(d: OpDraft) -> dict:
+    hlo: dict = {}
+    channel = d.attributes.get("channel_handle")
+    if isinstance(channel, DialectAttr) and struct_int(channel, "handle") > 0:
+        hlo["channel_id"] = struct_int(channel, "handle")
+    groups = d.attributes.get("replica_groups")
+    if isinstance(groups, DenseElementsAttr):
+        rows = groups.array.reshape(groups.array.shape[0] if groups.array.ndim else 1, -1) \
+            if groups.array.size else groups.array.reshape(0, 0)
+        hlo["replica_groups"] = Verbatim("{" + ",".join("{" + ",".join(str(int(v)) for v in row) + "}"
+                                                        for row in rows) + "}")
+    return hlo
+
+
+def _global_ids(d: OpDraft, hlo: dict) -> dict:
+    if bool_value(d.attributes.get("use_global_device_ids")):
+        hlo["use_global_device_ids"] = True
+    return hlo
+
+
+def _all_reduce(d: OpDraft) -> dict:
+    return {**_global_ids(d, _groups(d)), "to_apply": d.regions[0].name}
+
+
+def _all_gather(d: OpDraft) -> dict:
+    hlo = _groups(d)
+    hlo["dimensions"] = (int_value(d.attributes.get("all_gather_dim")),)
+    return _global_ids(d, hlo)
+
+
+def _reduce_scatter(d: OpDraft) -> dict:
+    hlo = _global_ids(d, _groups(d))
+    hlo["dimensions"] = (int_value(d.attributes.get("scatter_dimension")),)
+    hlo["to_apply"] = d.regions[0].name
+    return hlo
+
+
+def _all_to_all(d: OpDraft) -> dict:
+    hlo = _groups(d)
+    hlo["dimensions"] = (int_value(d.attributes.get("split_dimension")),)
+    return hlo
+
+
+def _collective_permute(d: OpDraft) -> dict:
+    hlo: dict = {}
+    channel = d.attributes.get("channel_handle")
+    if isinstance(channel, DialectAttr) and struct_int(channel, "handle") > 0:
+        hlo["channel_id"] = struct_int(channel, "handle")
+    pairs = d.attributes.get("source_target_pairs")
+    if isinstance(pairs, DenseElementsAttr):
+        hlo["source_target_pairs"] = tuple(tuple(int(v) for v in row) for row in pairs.array.reshape(-1, 2))
+    return hlo
+
+
+_GROUPS = ("channel_handle", "replica_groups")
+register(OpSpec("stablehlo.all_reduce", "all-reduce", hlo=_all_reduce,
+                properties=(*_GROUPS, "use_global_device_ids")))
+register(OpSpec("stablehlo.all_gather", "all-gather", hlo=_all_gather,
+                properties=("all_gather_dim", *_GROUPS, "use_global_device_ids")))
+register(OpSpec("stablehlo.reduce_scatter", "reduce-scatter", hlo=_reduce_scatter,
+                properties=(*_GROUPS, "scatter_dimension", "use_global_device_ids")))
+register(OpSpec("stablehlo.all_to_all", "all-to-all", hlo=_all_to_all,
+                properties=(*_GROUPS, "concat_dimension", "split_count", "split_dimension")))
+register(OpSpec("stablehlo.collective_permute", "collective-permute", hlo=_collective_permute,
+                properties=("channel_handle", "source_target_pairs")))
+register(OpSpec("stablehlo.collective_broadcast", "collective-broadcast", hlo=_groups, properties=_GROUPS))

@@ -1,0 +1,1 @@
+"""Shardy's sharding propagation on xlapy's HLO IR (see ``xlapy.sharding.propagate``)."""

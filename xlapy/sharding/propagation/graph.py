@@ -1,0 +1,556 @@
+"""The program as propagation sees it: values and where their shardings
+live, the units propagation goes through (ops with a sharding rule,
+propagation barriers, data-flow edges), and who to revisit when a value's
+sharding changes.
+
+Data-flow edges connect the values that must be sharded alike across control
+flow: the result of a while with its operand and the value the body returns
+(and, as targets sharing the result's sharding, the body's and condition's
+arguments); the result of a case with what each branch returns; the result of
+an optimization barrier with its operand; the arguments of a manual
+computation's body with its operands, and its results with what the body
+returns; the parameters of a function called once with the call's operands,
+and the call's results with what the function returns. An edge's sharding is
+kept on its owner value (the op result, or the body argument), or on an
+``sdy.data_flow_edge`` op when the program has one for that owner. Inside a
+manual computation values have local shardings that name only free axes; the
+edges add and remove the manual axes.
+
+Without ``data_flow_edges`` (Shardy's propagation passes run on their own,
+not in the pipeline that adds the edges), only explicit ``sdy.data_flow_edge``
+ops are edges: the arguments of a while's regions still share the sharding of
+its results, and the body arguments of a manual or named computation still
+hold its in_shardings, but nothing crosses from operands or returned values.
+Only the main function exchanges shardings between its results and the values
+it returns (every function called from nowhere when there is no ``@main``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from xlapy.hlo import HloComputation, HloInstruction, HloModule
+from xlapy.sharding.mesh import Mesh
+from xlapy.sharding.op_sharding_rule import OpShardingRule
+from xlapy.sharding.propagation.axes import add_free_axes, erase_manual_axes
+from xlapy.sharding.propagation.call_graph import functions, is_func_call
+from xlapy.sharding.propagation.rules import dims_of, identity_rule, is_elementwise, rule_of
+from xlapy.sharding.tensor_sharding import TensorSharding
+from xlapy.sharding.values import is_implicit, op_results, returned_values
+
+# Ops whose results (or region arguments) are owners of data-flow edges.
+DATA_FLOW_OPCODES = frozenset({"while", "conditional", "opt-barrier", "sdy.manual_computation",
+                               "sdy.named_computation", "call"})
+# Ops whose region arguments and results are edges (in_shardings/out_shardings).
+REGION_EDGE_OPCODES = ("sdy.manual_computation", "sdy.named_computation")
+
+
+@dataclass(frozen=True, eq=False)
+class FuncResult:
+    """Result ``index`` of a function: its sharding is a result attribute."""
+
+    computation: HloComputation
+    index: int
+
+    def __repr__(self) -> str:
+        return f"<result {self.index} of {self.computation.name}>"
+
+
+Value = Any  # HloInstruction | FuncResult
+
+
+def is_static_array(instr: HloInstruction) -> bool:
+    shape = instr.shape
+    return shape.is_array and all(d >= 0 for d in shape.dimensions)
+
+
+# -- units ------------------------------------------------------------------------
+
+class Unit:
+    """Something propagation goes through. ``elementwise``/``rule``/``instr``
+    are what the direction functions of the priority strategies look at."""
+
+    kind = "unit"
+    # What the last propagation through this unit saw, if it changed nothing.
+    unchanged_with: Any = None
+    instr: HloInstruction | None = None
+    rule: OpShardingRule | None = None
+    elementwise = False
+    graph: Any = None
+
+
+class OpUnit(Unit):
+    kind = "op"
+
+    def __init__(self, instr: HloInstruction, rule: OpShardingRule):
+        self.instr, self.rule = instr, rule
+        self.elementwise = is_elementwise(instr)
+
+    def __repr__(self) -> str:
+        return f"<op {self.instr.name}>"
+
+
+class BarrierUnit(Unit):
+    kind = "barrier"
+
+    def __init__(self, instr: HloInstruction):
+        self.instr = instr
+
+    def __repr__(self) -> str:
+        return f"<barrier {self.instr.name}>"
+
+
+class EdgeUnit(Unit):
+    kind = "edge"
+
+    def __init__(self, edge: DataFlowEdge):
+        self.edge = edge
+        self.instr = edge.store if edge.store is not edge.owner else None
+
+    def __repr__(self) -> str:
+        return f"<edge {self.edge.owner.name}>"
+
+
+@dataclass(frozen=True, eq=False)
+class RegionArgument:
+    """Body argument ``index`` of a manual or named computation, whose
+    sharding is the computation's in_sharding (without the manual axes)."""
+
+    op: HloInstruction
+    index: int
+
+    @property
+    def manual_axes(self) -> tuple[str, ...]:
+        return tuple(self.op.attributes.get("manual_axes", ()))
+
+
+@dataclass(eq=False)
+class DataFlowEdge:
+    op: HloInstruction
+    index: int
+    owner: HloInstruction
+    # Where the sharding of all targets lives: the owner, or an explicit
+    # sdy.data_flow_edge op using it.
+    store: HloInstruction
+    sources: list[HloInstruction]
+    non_owner_targets: list[HloInstruction] = field(default_factory=list)
+    # "plain", or for manual computations "manual_in" (body argument) / "manual_out" (result)
+    kind: str = "plain"
+    unit: EdgeUnit | None = None
+
+    @property
+    def virtual(self) -> bool:
+        return self.store is self.owner
+
+    @property
+    def manual_axes(self) -> tuple[str, ...]:
+        return tuple(self.op.attributes.get("manual_axes", ()))
+
+
+class ProgramGraph:
+    """Built once per propagation run; shardings are read and written through it."""
+
+    def __init__(self, module: HloModule, with_units: bool = True, data_flow_edges: bool = True):
+        """``with_units=False``: only values, edges and shardings (no rules);
+        ``data_flow_edges=False``: only explicit ``sdy.data_flow_edge`` ops."""
+        self.module = module
+        self.data_flow_edges = data_flow_edges
+        self.meshes: dict[str, Mesh] = module.meshes
+        self.region_parent: dict[int, HloInstruction] = {}
+        for computation in module.computations:
+            for instr in computation.instructions:
+                if instr.opcode != "call":
+                    for called in instr.called_computations:
+                        self.region_parent[id(called)] = instr
+        self.called_once = self._callees_called_once() if data_flow_edges else {}
+        top = functions(module)
+        self.main_funcs = self._main_functions(top)
+        # Callees called once are propagated through where they are called.
+        self.funcs = [c for c in top if id(c) not in self.called_once]
+        self.func_of_argument = {id(p): f for f in self.funcs for p in f.parameters}
+        self.alias: dict[int, Value] = {}
+        self.edges: list[DataFlowEdge] = []
+        self.edge_of_store: dict[int, DataFlowEdge] = {}
+        self.edge_of_owner: dict[int, DataFlowEdge] = {}
+        self.edge_of_operand: dict[tuple[int, int], DataFlowEdge] = {}
+        self.edge_of_return: dict[tuple[int, int], DataFlowEdge] = {}
+        self.manual_in: dict[int, DataFlowEdge] = {}
+        self.unshardable: set[int] = set()
+        self._find_edges()
+        self._find_aliases()
+        self.unit_of: dict[int, Unit] = {}
+        self.units: list[Unit] = []
+        # Every unit and every op without one, in the order Shardy visits them.
+        self.order: list[Any] = []
+        self._single_use: dict[int, bool] = {}
+        if with_units:
+            for func in self.funcs:
+                self._walk(func)
+
+    # -- structure ------------------------------------------------------------------
+    def _callees_called_once(self) -> dict[int, HloInstruction]:
+        calls: dict[int, list[HloInstruction]] = {}
+        for computation in self.module.computations:
+            for instr in computation.instructions:
+                if is_func_call(instr):
+                    calls.setdefault(id(instr.called_computations[0]), []).append(instr)
+        return {callee: sites[0] for callee, sites in calls.items() if len(sites) == 1}
+
+    def _main_functions(self, top: list[HloComputation]) -> set[int]:
+        called = {id(instr.called_computations[0]) for c in self.module.computations for instr in c.instructions
+                  if is_func_call(instr)}
+        named = [f for f in top if f.name == "main"]
+        return {id(f) for f in (named or [f for f in top if id(f) not in called])}
+
+    def is_func_with_results(self, computation: HloComputation) -> bool:
+        """Whether propagation exchanges shardings between the function's
+        results and the values it returns: only for the main function."""
+        return id(computation) in self.main_funcs
+
+    def _new_edge(self, op: HloInstruction, index: int, owner: HloInstruction, sources: list[HloInstruction],
+                  targets: list[HloInstruction] | None = None, kind: str = "plain") -> DataFlowEdge | None:
+        if not is_static_array(owner):
+            return None
+        users = owner.users
+        store = users[0] if len(users) == 1 and users[0].opcode == "sdy.data_flow_edge" else owner
+        if store is owner and not self.data_flow_edges:
+            return None
+        edge = DataFlowEdge(op, index, owner, store, sources, list(targets or []), kind)
+        edge.unit = EdgeUnit(edge)
+        self.edges.append(edge)
+        self.edge_of_store[id(store)] = edge
+        self.edge_of_owner[id(owner)] = edge
+        return edge
+
+    def _find_edges(self) -> None:
+        for computation in self.module.computations:
+            for op in computation.instructions:
+                if op.opcode not in DATA_FLOW_OPCODES:
+                    continue
+                if op.opcode in REGION_EDGE_OPCODES:
+                    self._manual_computation_edges(op)
+                    continue
+                if op.opcode == "call":
+                    if is_func_call(op):
+                        self._call_edges(op)
+                    continue
+                results = op_results(op)
+                for i, result in enumerate(results):
+                    if op.opcode == "while":
+                        cond, body = op.called_computations
+                        edge = self._new_edge(op, i, result, [op.operands[i], returned_values(body)[i]],
+                                              [body.parameter(i), cond.parameter(i)])
+                        if edge:
+                            self.edge_of_operand[(id(op), i)] = edge
+                            self.edge_of_return[(id(body), i)] = edge
+                        elif is_static_array(result):
+                            # The region arguments share the result's sharding.
+                            self.alias[id(body.parameter(i))] = result
+                            self.alias[id(cond.parameter(i))] = result
+                    elif op.opcode == "conditional":
+                        branches = op.called_computations
+                        edge = self._new_edge(op, i, result, [returned_values(b)[i] for b in branches])
+                        if edge:
+                            for branch in branches:
+                                self.edge_of_return[(id(branch), i)] = edge
+                    else:  # opt-barrier
+                        edge = self._new_edge(op, i, result, [op.operands[i]])
+                        if edge:
+                            self.edge_of_operand[(id(op), i)] = edge
+
+    def _manual_computation_edges(self, op: HloInstruction) -> None:
+        (body,) = op.called_computations
+        for i, param in enumerate(body.parameters):
+            edge = self._new_edge(op, i, param, [op.operands[i]], kind="manual_in")
+            if edge:
+                self.edge_of_operand[(id(op), i)] = edge
+                if edge.virtual:
+                    self.manual_in[id(param)] = edge
+            elif is_static_array(param):
+                # The argument holds its in_sharding without an edge.
+                self.manual_in[id(param)] = RegionArgument(op, i)
+        returned = returned_values(body)
+        for i, result in enumerate(op_results(op)):
+            edge = self._new_edge(op, i, result, [returned[i]], kind="manual_out")
+            if edge:
+                self.edge_of_return[(id(body), i)] = edge
+
+    @staticmethod
+    def _has_edge_op(value: HloInstruction) -> bool:
+        users = value.users
+        return len(users) == 1 and users[0].opcode == "sdy.data_flow_edge"
+
+    def _call_edges(self, op: HloInstruction) -> None:
+        callee = op.called_computations[0]
+        if self.called_once.get(id(callee)) is not op:
+            return
+        for i, param in enumerate(callee.parameters):
+            edge = self._new_edge(op, i, param, [op.operands[i]])
+            if edge:
+                self.edge_of_operand[(id(op), i)] = edge
+        returned = returned_values(callee)
+        for i, result in enumerate(op_results(op)):
+            edge = self._new_edge(op, i, result, [returned[i]])
+            if edge:
+                self.edge_of_return[(id(callee), i)] = edge
+
+    def _find_aliases(self) -> None:
+        for edge in self.edges:
+            for target in edge.non_owner_targets:
+                self.alias[id(target)] = edge.store
+            if not edge.virtual:
+                self.alias[id(edge.owner)] = edge.store
+        for computation in self.module.computations:
+            parent = self.region_parent.get(id(computation))
+            if parent is not None and parent.opcode not in DATA_FLOW_OPCODES:
+                # Scalar arguments of reducers and comparators: nothing to shard.
+                self.unshardable.update(id(p) for p in computation.parameters)
+            for instr in computation.instructions:
+                if instr.opcode == "sdy.sharding_group" and instr.attributes.get("has_result"):
+                    self.alias[id(instr)] = instr.operands[0]
+
+    # -- units in program order ----------------------------------------------------------
+    def _add(self, unit: Unit) -> None:
+        unit.graph = self
+        self.units.append(unit)
+        self.order.append(unit)
+        if unit.instr is not None:
+            self.unit_of[id(unit.instr)] = unit
+
+    def _walk(self, computation: HloComputation) -> None:
+        # Edges of arguments come first in their block.
+        for param in computation.parameters:
+            edge = self.edge_of_owner.get(id(param))
+            if edge is not None and edge.virtual:
+                self._add(edge.unit)
+        for instr in computation.instructions:
+            if instr.opcode == "parameter" or is_implicit(instr):
+                continue
+            unit = self._make_unit(instr)
+            if unit is not None:
+                self._add(unit)
+            else:
+                # Looked at too (e.g. removed when dead), though nothing
+                # propagates through it.
+                self.order.append(instr)
+            if instr.opcode != "call":
+                for region in instr.called_computations:
+                    self._walk(region)
+            elif self.called_once.get(id(instr.called_computations[0])) is instr:
+                self._walk(instr.called_computations[0])
+            for result in op_results(instr):
+                edge = self.edge_of_owner.get(id(result))
+                if edge is not None and edge.virtual:
+                    self._add(edge.unit)
+
+    def _make_unit(self, instr: HloInstruction) -> Unit | None:
+        if instr.opcode == "sdy.data_flow_edge":
+            edge = self.edge_of_store.get(id(instr))
+            return edge.unit if edge is not None else None
+        if instr.opcode == "sdy.propagation_barrier":
+            return BarrierUnit(instr)
+        if instr.opcode in DATA_FLOW_OPCODES or instr.opcode == "sdy.sharding_group":
+            return None
+        rule = rule_of(instr)
+        return OpUnit(instr, rule) if rule is not None else None
+
+    # -- shardings ------------------------------------------------------------------------
+    def resolve(self, value: Value) -> Value:
+        """The value whose sharding ``value`` shares."""
+        while not isinstance(value, FuncResult) and id(value) in self.alias:
+            value = self.alias[id(value)]
+        return value
+
+    def get(self, value: Value) -> TensorSharding | None:
+        value = self.resolve(value)
+        if isinstance(value, FuncResult):
+            shardings = value.computation.result_shardings
+            return shardings[value.index] if value.index < len(shardings) else None
+        edge = self.manual_in.get(id(value))
+        if edge is not None:
+            in_shardings = edge.op.attributes.get("in_shardings")
+            if not in_shardings:
+                return None
+            return erase_manual_axes(in_shardings[edge.index], edge.manual_axes)
+        if id(value) in self.unshardable:
+            return None
+        return value.sdy_sharding
+
+    def set(self, value: Value, sharding: TensorSharding) -> None:
+        value = self.resolve(value)
+        if isinstance(value, FuncResult):
+            shardings = value.computation.result_shardings
+            while len(shardings) <= value.index:
+                shardings.append(None)
+            shardings[value.index] = sharding
+            return
+        edge = self.manual_in.get(id(value))
+        if edge is not None:
+            in_shardings = list(edge.op.attributes.get("in_shardings") or ())
+            if not in_shardings:
+                # The first in_sharding: the others are fully open.
+                body = edge.op.called_computations[0]
+                in_shardings = [TensorSharding.fully_open(sharding.mesh, len(p.shape.dimensions))
+                                for p in body.parameters]
+            in_shardings[edge.index] = add_free_axes(in_shardings[edge.index], sharding, edge.manual_axes)
+            edge.op.attributes["in_shardings"] = tuple(in_shardings)
+            return
+        if id(value) in self.unshardable:
+            return
+        value.sdy_sharding = sharding
+        self._open_siblings(value, sharding)
+
+    def _open_siblings(self, value: HloInstruction, sharding: TensorSharding) -> None:
+        """An op's results have shardings all or none: the other results of a
+        multi-result op get fully open ones (data-flow ops get theirs when
+        propagation ends, see ``finish_edges``)."""
+        if value.opcode != "get-tuple-element" or not is_implicit(value) or id(value) in self.edge_of_owner:
+            return
+        for sibling in op_results(value.operands[0]):
+            if sibling.sdy_sharding is None and sibling.shape.is_array:
+                sibling.sdy_sharding = TensorSharding.fully_open(sharding.mesh, len(sibling.shape.dimensions))
+
+    def mesh_of(self, sharding: TensorSharding) -> Mesh:
+        return sharding.mesh_of(self.meshes)
+
+    # -- edge views -----------------------------------------------------------------------
+    def edge_target_view(self, edge: DataFlowEdge) -> TensorSharding | None:
+        """The sharding of an edge's targets as its sources see it."""
+        sharding = self.get(edge.store)
+        if sharding is None or edge.kind == "plain":
+            return sharding
+        if edge.kind == "manual_in":
+            in_shardings = edge.op.attributes.get("in_shardings")
+            outer = in_shardings[edge.index] if in_shardings else sharding
+            return add_free_axes(outer, sharding, edge.manual_axes)
+        return erase_manual_axes(sharding, edge.manual_axes)
+
+    def set_edge_target(self, edge: DataFlowEdge, sharding: TensorSharding) -> None:
+        if edge.kind == "manual_in":
+            sharding = erase_manual_axes(sharding, edge.manual_axes)
+        elif edge.kind == "manual_out":
+            outer = self.get(edge.store) or edge.owner.sdy_sharding
+            if outer is not None:
+                sharding = add_free_axes(outer, sharding, edge.manual_axes)
+        self.set(edge.store, sharding)
+
+    def edge_rule(self, edge: DataFlowEdge) -> OpShardingRule:
+        return identity_rule(dims_of(edge.owner), len(edge.sources), 1)
+
+    def finish_edges(self) -> None:
+        """Like Shardy when it moves edge shardings back onto their ops: if
+        some result of a data-flow op has a sharding, the others get fully open
+        ones."""
+        by_op: dict[int, list[DataFlowEdge]] = {}
+        for edge in self.edges:
+            if edge.virtual and edge.kind != "manual_in" and edge.owner.opcode == "get-tuple-element":
+                by_op.setdefault(id(edge.op), []).append(edge)
+        for edges in by_op.values():
+            meshes = [e.owner.sdy_sharding.mesh for e in edges if e.owner.sdy_sharding is not None]
+            if not meshes:
+                continue
+            for result in op_results(edges[0].op):
+                if result.sdy_sharding is None and result.shape.is_array:
+                    result.sdy_sharding = TensorSharding.fully_open(meshes[0], len(result.shape.dimensions))
+
+    # -- uses -------------------------------------------------------------------------------
+    def use_count(self, value: HloInstruction) -> int:
+        """How many uses ``value`` has in the MLIR program (an op using it twice
+        counts twice; so does returning it)."""
+        count = 0
+        for user in value.users:
+            count += sum(1 for operand in user.operands if operand is value)
+        parent = value.parent
+        if parent is not None and parent.root is value:
+            count += 1
+        return count
+
+    def operands_single_use(self, unit: Unit) -> bool:
+        """Whether every operand (or source) of ``unit`` has a single use."""
+        cached = self._single_use.get(id(unit))
+        if cached is None:
+            if unit.kind == "edge":
+                values = unit.edge.sources
+            elif unit.instr is not None:
+                values = unit.instr.operands
+            else:
+                values = []
+            cached = self._single_use[id(unit)] = all(self.use_count(v) == 1 for v in values)
+        return cached
+
+    def definer(self, value: Value) -> Unit | None:
+        """The unit that defines ``value`` (revisited when its sharding changes)."""
+        if isinstance(value, FuncResult):
+            return None
+        edge = self.edge_of_store.get(id(value))
+        if edge is not None:
+            return edge.unit
+        if value.opcode == "get-tuple-element" and is_implicit(value):
+            return self.unit_of.get(id(value.operands[0]))
+        return self.unit_of.get(id(value))
+
+    def users_to_notify(self, value: HloInstruction) -> Iterator[Unit]:
+        """The units using ``value``, in the order Shardy revisits them (MLIR
+        use lists list the latest use first; uses of an owner that an edge
+        took over come in program order)."""
+        users = value.users if id(value) in self.edge_of_store and self.edge_of_store[id(value)].virtual \
+            else list(reversed(value.users))
+        parent = value.parent
+        root_first = parent is not None and parent.root is value and users is not value.users
+        if root_first:
+            yield from self._terminator_use(parent, 0)
+        for user in users:
+            positions = [k for k, operand in enumerate(user.operands) if operand is value]
+            for k in reversed(positions):
+                yield from self._use(user, k)
+        if parent is not None and parent.root is value and not root_first:
+            yield from self._terminator_use(parent, 0)
+
+    def _use(self, user: HloInstruction, k: int) -> Iterator[Unit]:
+        parent = user.parent
+        if user.opcode == "tuple" and is_implicit(user) and parent is not None and parent.root is user:
+            yield from self._terminator_use(parent, k)
+            return
+        edge = self.edge_of_operand.get((id(user), k))
+        if edge is not None:
+            yield edge.unit
+            return
+        if id(user) in self.alias and user.opcode == "sdy.sharding_group":
+            yield from self.users_to_notify(user)
+            return
+        unit = self.unit_of.get(id(user))
+        if unit is not None:
+            yield unit
+
+    def _terminator_use(self, computation: HloComputation, k: int) -> Iterator[Unit]:
+        edge = self.edge_of_return.get((id(computation), k))
+        if edge is not None:
+            yield edge.unit
+            return
+        parent = self.region_parent.get(id(computation))
+        if parent is not None:
+            unit = self.unit_of.get(id(parent))
+            if unit is not None:
+                yield unit
+
+    # -- every sharding -------------------------------------------------------------------
+    def sharding_slots(self) -> Iterator[Value]:
+        """Every place that holds a sharding (function arguments and results,
+        op results, edges), each once."""
+        for func in self.funcs:
+            for param in func.parameters:
+                if id(param) not in self.alias:
+                    yield param
+            if self.is_func_with_results(func):
+                for i in range(len(func.result_shardings)):
+                    yield FuncResult(func, i)
+        for computation in self.module.computations:
+            for instr in computation.instructions:
+                if instr.opcode == "parameter":
+                    if id(instr) in self.manual_in:
+                        yield instr
+                    continue
+                if id(instr) in self.alias or instr.shape.is_tuple:
+                    continue
+                yield instr

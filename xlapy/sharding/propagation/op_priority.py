@@ -1,0 +1,59 @@
+"""Op-priority propagation: aggressive propagation run three times, each
+time through more kinds of ops. First only through ops that pass shardings
+through unchanged (elementwise ops, reshapes, transposes, data-flow edges;
+dynamic slices forward only), then along the pass-through factors of every
+op (broadcasts only backward), then everywhere."""
+
+from __future__ import annotations
+
+from functools import reduce
+
+from xlapy.sharding.propagation.aggressive import aggressive_propagate
+from xlapy.sharding.propagation.directions import Direction, DirectionFn, intersection, propagate_any, union
+from xlapy.sharding.propagation.graph import ProgramGraph, Unit
+from xlapy.sharding.propagation.groups import ShardingGroups
+
+
+def pass_through_ops(unit: Unit, factor: int) -> Direction:
+    if unit.kind == "edge":
+        return Direction.BOTH
+    if unit.kind == "op":
+        if unit.elementwise or unit.instr.opcode in ("reshape", "transpose"):
+            return Direction.BOTH
+        if unit.instr.opcode in ("dynamic-slice", "dynamic-update-slice"):
+            return Direction.FORWARD
+    return Direction.NONE
+
+
+def single_use_pass_through_ops(unit: Unit, factor: int) -> Direction:
+    """Pass-through ops whose operands have no other use."""
+    direction = pass_through_ops(unit, factor)
+    if direction != Direction.NONE and not unit.graph.operands_single_use(unit):
+        return Direction.NONE
+    return direction
+
+
+def pass_through_factors_broadcast_backward(unit: Unit, factor: int) -> Direction:
+    # Units without a rule (edges) are identities: every factor passes through.
+    if unit.rule is not None and not unit.rule.is_pass_through_factor(factor):
+        return Direction.NONE
+    if unit.kind == "op" and unit.instr.opcode == "broadcast":
+        return Direction.BACKWARD
+    return Direction.BOTH
+
+
+SCHEDULE = (single_use_pass_through_ops, pass_through_ops, pass_through_factors_broadcast_backward, propagate_any)
+
+
+def op_based_directions(priority: int, outer: DirectionFn) -> DirectionFn:
+    """The union of the schedule up to ``priority``, within ``outer``."""
+    def directions(unit: Unit, factor: int) -> Direction:
+        op_based = reduce(union, (fn(unit, factor) for fn in SCHEDULE[:priority + 1]), Direction.NONE)
+        return intersection(op_based, outer(unit, factor))
+    return directions
+
+
+def op_priority_propagate(graph: ProgramGraph, groups: ShardingGroups, outer: DirectionFn = propagate_any,
+                          factor_strategy: str = "aggressive") -> None:
+    for priority in range(len(SCHEDULE)):
+        aggressive_propagate(graph, groups, op_based_directions(priority, outer), factor_strategy)

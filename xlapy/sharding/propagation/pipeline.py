@@ -1,0 +1,55 @@
+"""Shardy's propagation pipeline: import steps, user-priority propagation,
+export steps (up to the module Shardy hands to the partitioner)."""
+
+from __future__ import annotations
+
+from xlapy.hlo import HloModule
+from xlapy.sharding.propagation import call_graph, dce, export_steps, import_steps, ir_edits
+from xlapy.sharding.propagation.graph import ProgramGraph
+from xlapy.sharding.propagation.groups import ShardingGroups
+from xlapy.sharding.propagation.user_priority import user_priority_propagate
+
+
+def prepare(module: HloModule, data_flow_edges: bool = True) -> tuple[ProgramGraph, ShardingGroups]:
+    """The program graph and sharding groups propagation runs on, after the
+    members of each sharding group were given their common sharding."""
+    draft = ProgramGraph(module, with_units=False, data_flow_edges=data_flow_edges)
+    ShardingGroups(draft).sync(draft)
+    graph = ProgramGraph(module, data_flow_edges=data_flow_edges)
+    return graph, ShardingGroups(graph)
+
+
+def run_pipeline(module: HloModule) -> None:
+    calls = call_graph.CallGraph(module)
+    # Import.
+    call_graph.symbol_dce(module)
+    import_steps.lift_inlined_meshes(module)
+    import_steps.remove_size_one_axes(module)
+    call_graph.propagate_sharding_from_func_to_call(module)
+    import_steps.split_constants(module, call_graph.functions(module))
+    call_graph.symbol_dce(module)
+    import_steps.manual_axes_cleanup(module)
+    calls.flatten()
+    call_graph.symbol_dce(module)
+    calls.fill_callee_arguments()
+    calls.order_functions()
+    import_steps.apply_sharding_constraints(module, ProgramGraph(module, with_units=False).funcs)
+    import_steps.check_sharding_groups(module)
+    # Propagation.
+    graph, groups = prepare(module)
+    user_priority_propagate(graph, groups)
+    # Export.
+    funcs = calls.export(graph.get)
+    export_steps.merge_constants_and_scalar_broadcasts(module)
+    graph.finish_edges()
+    export_steps.remove_sharding_groups(module)
+    export_steps.constraints_to_reshards(module)
+    export_steps.update_non_divisible_io_shardings(module, graph, funcs)
+    export_steps.remove_sub_axes_in_main_io(calls.main)
+    export_steps.close_shardings(module)
+    # The canonicalizer at the end of the pipeline removes what is now dead
+    # (e.g. the reshard of a sharding constraint without uses).
+    dce.dce_module(module, funcs)
+    if module.mlir is not None:
+        # As MLIR prints them: ops were added and removed.
+        ir_edits.renumber_values(funcs)

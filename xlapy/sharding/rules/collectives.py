@@ -1,0 +1,69 @@
+"""Collectives. All-reduce, collective-permute and collective-broadcast keep
+their operands' shapes: pointwise. All-gather, reduce-scatter and all-to-all
+change the size of some dimensions: those get one factor on the operand side
+and another on the result side, both needing replication."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xlapy.hlo import HloInstruction
+from xlapy.sharding.op_sharding_rule import NULL_DIM, FactorType, OpShardingRule
+from xlapy.sharding.rules.elementwise import pointwise
+from xlapy.sharding.rules.registry import attr, builder, int_attr, ints, operand_dims, result_dims, rule_for
+
+
+@rule_for("all-reduce", "collective-permute", "collective-broadcast")
+def _same_shape(instr: HloInstruction, conservative: bool = False) -> OpShardingRule:
+    return pointwise(instr)
+
+
+def _with_resized_dims(instr: HloInstruction, resized: Sequence[int]) -> OpShardingRule:
+    in_dims, out_dims = operand_dims(instr)[0], result_dims(instr)[0]
+    operands, results = len(instr.operands), len(result_dims(instr))
+    rule = builder(instr).add_pointwise_if(in_dims, lambda dim: dim not in resized)
+    for dim in dict.fromkeys(resized):
+        rule.add_factor([dim] * operands, [NULL_DIM] * results, in_dims[dim], FactorType.NEED_REPLICATION)
+        rule.add_factor([NULL_DIM] * operands, [dim] * results, out_dims[dim], FactorType.NEED_REPLICATION)
+    return rule.build()
+
+
+def _dimension(instr: HloInstruction, *names: str) -> int:
+    # HLO prints the collective's dimension as `dimensions={d}`.
+    for name in names:
+        if name in instr.attributes:
+            return int_attr(instr, name)
+    return ints(instr, "dimensions")[0]
+
+
+@rule_for("all-gather")
+def _all_gather(instr: HloInstruction, conservative: bool = False) -> OpShardingRule:
+    return _with_resized_dims(instr, [_dimension(instr, "all_gather_dimension")])
+
+
+@rule_for("reduce-scatter")
+def _reduce_scatter(instr: HloInstruction, conservative: bool = False) -> OpShardingRule:
+    return _with_resized_dims(instr, [_dimension(instr, "scatter_dimension")])
+
+
+def _recorded_int(instr: HloInstruction, name: str) -> int | None:
+    # An integer attribute of the StableHLO op the instruction was read from
+    # (kept by the frontend when HLO has no place for it), if any.
+    attributes = getattr(instr.mlir, "attributes", None)
+    value = attributes.get(name) if isinstance(attributes, dict) else None
+    return int(value.value) if hasattr(value, "value") else None
+
+
+@rule_for("all-to-all")
+def _all_to_all(instr: HloInstruction, conservative: bool = False) -> OpShardingRule | None:
+    if "split_dimension" in instr.attributes:
+        split = int_attr(instr, "split_dimension")
+    elif attr(instr, "dimensions", ()):
+        split = ints(instr, "dimensions")[0]
+    else:
+        return None  # a tuple all-to-all exchanges whole buffers: no dimension to follow
+    # HLO's array all-to-all splits and concatenates the same dimension; StableHLO's may differ.
+    concat = int_attr(instr, "concat_dimension", None)
+    if concat is None:
+        concat = _recorded_int(instr, "concat_dimension")
+    return _with_resized_dims(instr, [split, split if concat is None else concat])

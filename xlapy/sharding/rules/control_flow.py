@@ -1,0 +1,11 @@
+"""Control flow and the Shardy ops: no rules. Propagation crosses while,
+conditional, call and optimization barriers along data-flow edges (each
+result with its operands and region values), and the sdy ops carry
+shardings themselves; a sharding constraint is pointwise (elementwise.py)."""
+
+from __future__ import annotations
+
+from xlapy.sharding.rules.registry import no_rule
+
+no_rule("while", "conditional", "call", "opt-barrier", "sdy.manual_computation", "sdy.data_flow_edge",
+        "sdy.propagation_barrier", "sdy.sharding_group", "sdy.reshard")
