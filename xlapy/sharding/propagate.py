@@ -1,7 +1,9 @@
 """Shardy's sharding propagation: give every tensor of a module a sharding,
 from the shardings the user gave some of them.
 
-Strategies, each built on the one before (Shardy's hierarchy):
+Strategies, each built on the one before (Shardy's hierarchy); the first
+four are Shardy's propagation passes run on their own (``sdy-basic-propagate``
+and so on), the last one its whole pipeline:
 
 - ``basic``: propagate what all tensors of an op agree on, no conflict resolution;
 - ``aggressive``: resolve conflicts between factors (prefer the larger source);
@@ -9,10 +11,16 @@ Strategies, each built on the one before (Shardy's hierarchy):
   along pass-through factors, then everywhere;
 - ``user-priority``: op-priority propagation in rounds of the user's priorities
   ``p0``, ``p1``, ...;
-- ``pipeline`` (default): Shardy's propagation pipeline, user-priority
-  propagation between its import steps (e.g. applying sharding constraints,
-  splitting constants) and export steps (e.g. sharding constraints become
-  reshards, every sharding ends closed).
+- ``pipeline`` (default): Shardy's propagation pipeline: its import steps
+  (e.g. applying sharding constraints, splitting constants, data-flow edges
+  for control flow and manual computations, a copy of a function per call),
+  user-priority propagation, and its export steps (e.g. sharding constraints
+  become reshards, function copies are merged back, every sharding ends
+  closed).
+
+Without the pipeline, only explicit ``sdy.data_flow_edge`` ops connect the
+values of control flow, calls are not crossed, and only ``@main`` exchanges
+shardings with its results (as when Shardy's passes run on their own).
 """
 
 from __future__ import annotations

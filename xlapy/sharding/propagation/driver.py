@@ -1,14 +1,18 @@
 """Basic propagation: push shardings through every unit of the program
-(ops with a sharding rule, data-flow edges, propagation barriers) until
-nothing changes, the way Shardy's greedy rewrite driver does.
+(ops with a sharding rule, data-flow edges, propagation barriers), the way
+Shardy's rewrite driver does.
 
-Units are visited from a stack that starts with every unit in program order;
-when a value's sharding changes, the unit that defines it and the units that
-use it are pushed (if not already waiting), so they are revisited next. Once
-the stack is empty the whole program is swept again until a sweep changes
-nothing. Function results exchange shardings with the values they return
-before and after (not during) the sweeps. Members of a sharding group take
-every sharding another member gets."""
+Everything is visited from a stack that starts with every op in program
+order; when a value's sharding changes, the unit that defines it and the
+units that use it are pushed (if not already waiting), so they are
+revisited next. Like Shardy, the program is swept once: a unit that no
+change reaches again (e.g. the body of a while loop whose result got a
+sharding from a later op, when the loop has no data-flow edges) is not
+revisited. An op whose results are unused and that has no side effects is
+removed when it is visited, as MLIR's driver does, and the ops defining its
+operands are looked at again. Function results exchange shardings with the
+values they return before and after the sweep. Members of a sharding group
+take every sharding another member gets."""
 
 from __future__ import annotations
 
@@ -101,7 +105,8 @@ class BasicPropagation:
         self.directions = directions
         self.worklist: Worklist | None = None
         self.current: Unit | None = None
-        self._rules: dict[int, tuple[OpShardingRule, tuple[Direction, ...]]] = {}
+        self._rules: dict[Any, tuple[OpShardingRule, tuple[Direction, ...]]] = {}
+        self._depends_on_uses = getattr(directions, "depends_on_uses", False)
 
     # -- driver -------------------------------------------------------------------
     def run(self) -> None:
@@ -141,9 +146,12 @@ class BasicPropagation:
         changed nothing when it last saw the same shardings, strategy and
         directions would change nothing now: it is skipped."""
         operands, results = self._tensors(unit)
-        cached = self._rules.get(id(unit))
+        # Directions may depend on whether the unit's operands have other uses,
+        # which changes as dead ops go away.
+        key = (id(unit), self.graph.operands_single_use(unit)) if self._depends_on_uses else id(unit)
+        cached = self._rules.get(key)
         if cached is None:
-            cached = self._rules[id(unit)] = self._rule_and_directions(unit)
+            cached = self._rules[key] = self._rule_and_directions(unit)
         rule, per_factor = cached
         seen = (type(self.factor_propagation), per_factor, tuple(t.sharding for t in operands),
                 tuple(t.sharding for t in results))
@@ -189,11 +197,10 @@ class BasicPropagation:
             for index, value in enumerate(returned_values(func)):
                 if not is_static_array(value):
                     continue
-                key = graph.resolve(value)
                 result = FuncResult(func, index)
                 self.propagate_tensors(
                     [self.value_tensor(value)],
-                    [Tensor(key, graph.get(result), lambda s, r=result: graph.set(r, s))],
+                    [Tensor(result, graph.get(result), lambda s, r=result: graph.set(r, s))],
                     identity_rule(dims_of(value)), lambda f: Direction.BOTH, notify=False)
 
     # -- one unit ---------------------------------------------------------------------

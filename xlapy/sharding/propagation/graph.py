@@ -183,7 +183,6 @@ class ProgramGraph:
         self.units: list[Unit] = []
         # Every unit and every op without one, in the order Shardy visits them.
         self.order: list[Any] = []
-        self._single_use: dict[int, bool] = {}
         if with_units:
             for func in self.funcs:
                 self._walk(func)
@@ -468,16 +467,13 @@ class ProgramGraph:
 
     def operands_single_use(self, unit: Unit) -> bool:
         """Whether every operand (or source) of ``unit`` has a single use."""
-        cached = self._single_use.get(id(unit))
-        if cached is None:
-            if unit.kind == "edge":
-                values = unit.edge.sources
-            elif unit.instr is not None:
-                values = unit.instr.operands
-            else:
-                values = []
-            cached = self._single_use[id(unit)] = all(self.use_count(v) == 1 for v in values)
-        return cached
+        if unit.kind == "edge":
+            values = unit.edge.sources
+        elif unit.instr is not None:
+            values = unit.instr.operands
+        else:
+            values = []
+        return all(self.use_count(v) == 1 for v in values)
 
     def definer(self, value: Value) -> Unit | None:
         """The unit that defines ``value`` (revisited when its sharding changes)."""

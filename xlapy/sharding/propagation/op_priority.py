@@ -1,8 +1,16 @@
-"""Op-priority propagation: aggressive propagation run three times, each
-time through more kinds of ops. First only through ops that pass shardings
-through unchanged (elementwise ops, reshapes, transposes, data-flow edges;
-dynamic slices forward only), then along the pass-through factors of every
-op (broadcasts only backward), then everywhere."""
+"""Op-priority propagation: aggressive propagation run five times, each
+time through more kinds of ops, as Shardy's op-priority propagation does:
+
+1. through ops that pass shardings through unchanged (elementwise ops,
+   reshapes, transposes, data-flow edges; dynamic slices forward only) whose
+   operands have no other use;
+2. through those ops whatever the uses of their operands;
+3. along the pass-through factors of every op (broadcasts only backward);
+4. along every factor (broadcasts still only backward);
+5. everywhere.
+
+Each time, the ops allowed before are allowed again (the directions are
+the union of the stages so far)."""
 
 from __future__ import annotations
 
@@ -42,7 +50,14 @@ def pass_through_factors_broadcast_backward(unit: Unit, factor: int) -> Directio
     return Direction.BOTH
 
 
-SCHEDULE = (single_use_pass_through_ops, pass_through_ops, pass_through_factors_broadcast_backward, propagate_any)
+def any_but_broadcast_forward(unit: Unit, factor: int) -> Direction:
+    if unit.kind == "op" and unit.instr.opcode == "broadcast":
+        return Direction.BACKWARD
+    return Direction.BOTH
+
+
+SCHEDULE = (single_use_pass_through_ops, pass_through_ops, pass_through_factors_broadcast_backward,
+            any_but_broadcast_forward, propagate_any)
 
 
 def op_based_directions(priority: int, outer: DirectionFn) -> DirectionFn:
@@ -50,6 +65,8 @@ def op_based_directions(priority: int, outer: DirectionFn) -> DirectionFn:
     def directions(unit: Unit, factor: int) -> Direction:
         op_based = reduce(union, (fn(unit, factor) for fn in SCHEDULE[:priority + 1]), Direction.NONE)
         return intersection(op_based, outer(unit, factor))
+    # Only the first round looks at the uses of operands.
+    directions.depends_on_uses = priority == 0
     return directions
 
 

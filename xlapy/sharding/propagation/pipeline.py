@@ -1,5 +1,9 @@
 """Shardy's propagation pipeline: import steps, user-priority propagation,
-export steps (up to the module Shardy hands to the partitioner)."""
+export steps, in the order of Shardy's ``sdy-propagation-pipeline`` (up to
+its closing of every sharding, and the removal of what is then dead). Its
+last step, inserting explicit reshards where a concatenate's (or some
+dot's) operands disagree with its result, is not done: the result is the
+module XLA dumps as Shardy's "after propagation" one."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ def prepare(module: HloModule, data_flow_edges: bool = True) -> tuple[ProgramGra
     """The program graph and sharding groups propagation runs on, after the
     members of each sharding group were given their common sharding."""
     draft = ProgramGraph(module, with_units=False, data_flow_edges=data_flow_edges)
-    ShardingGroups(draft).sync(draft)
+    ShardingGroups(draft).sync(draft, merge=not data_flow_edges)
     graph = ProgramGraph(module, data_flow_edges=data_flow_edges)
     return graph, ShardingGroups(graph)
 

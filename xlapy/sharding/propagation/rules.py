@@ -15,7 +15,7 @@ from xlapy.sharding.rules.elementwise import HLO_ONLY_POINTWISE_OPCODES, POINTWI
 # aggressive strategy treats them specially and op-priority propagation
 # propagates through them first.
 ELEMENTWISE_OPCODES = frozenset(POINTWISE_OPCODES) | frozenset(HLO_ONLY_POINTWISE_OPCODES) | {
-    "clamp", "select", "sdy.reshard"}
+    "clamp", "select", "sdy.reshard", "sdy.sharding_constraint"}
 
 
 def dims_of(instr: HloInstruction) -> tuple[int, ...]:

@@ -1,0 +1,93 @@
+// RUN: xlapy sdy propagate --strategy basic --split-input-file
+
+// Explicit data-flow edges of a case hold the sharding of its result.
+// (case_edge)
+module {
+  sdy.mesh @mesh = <["a"=2, "b"=2]>
+  sdy.mesh @mesh3 = <["a"=2, "b"=2, "c"=2]>
+  func.func @main(%arg0: tensor<i32>, %arg1: tensor<4xi64> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}]>}, %arg2: tensor<4xi64>) -> tensor<4xi64> {
+    %0 = "stablehlo.case"(%arg0) ({
+      stablehlo.return %arg1 : tensor<4xi64>
+    }, {
+      stablehlo.return %arg2 : tensor<4xi64>
+    }) : (tensor<i32>) -> tensor<4xi64>
+    %1 = sdy.data_flow_edge %0 : tensor<4xi64>
+    return %1 : tensor<4xi64>
+  }
+}
+
+// -----
+
+// The branches agree on "a" only.
+// (case_branches_conflict)
+module {
+  sdy.mesh @mesh = <["a"=2, "b"=2]>
+  sdy.mesh @mesh3 = <["a"=2, "b"=2, "c"=2]>
+  func.func @main(%arg0: tensor<i32>, %arg1: tensor<8xi64> {sdy.sharding = #sdy.sharding<@mesh3, [{"a", "b"}]>},
+                                    %arg2: tensor<8xi64> {sdy.sharding = #sdy.sharding<@mesh3, [{"a", "c"}]>}) -> tensor<8xi64> {
+    %0 = "stablehlo.case"(%arg0) ({
+      stablehlo.return %arg1 : tensor<8xi64>
+    }, {
+      stablehlo.return %arg2 : tensor<8xi64>
+    }) : (tensor<i32>) -> tensor<8xi64>
+    %1 = sdy.data_flow_edge %0 : tensor<8xi64>
+    return %1 : tensor<8xi64>
+  }
+}
+
+// -----
+
+// An axis used by another dimension of a source is not compatible.
+// (case_other_dimension_uses_the_axis)
+module {
+  sdy.mesh @mesh = <["a"=2, "b"=2]>
+  sdy.mesh @mesh3 = <["a"=2, "b"=2, "c"=2]>
+  func.func @main(%arg0: tensor<i32>,
+      %arg1: tensor<8x8xi64> {sdy.sharding = #sdy.sharding<@mesh3, [{?}, {"b", ?}]>},
+      %arg2: tensor<8x8xi64> {sdy.sharding = #sdy.sharding<@mesh3, [{"a", "b", ?}, {?}]>}) -> tensor<8x8xi64> {
+    %0 = "stablehlo.case"(%arg0) ({
+      stablehlo.return %arg1 : tensor<8x8xi64>
+    }, {
+      stablehlo.return %arg2 : tensor<8x8xi64>
+    }) : (tensor<i32>) -> tensor<8x8xi64>
+    %1 = sdy.data_flow_edge %0 : tensor<8x8xi64>
+    return %1 : tensor<8x8xi64>
+  }
+}
+
+// -----
+
+// Without explicit edges, a while loop's results, operands, body arguments and
+// returned values are sharded alike (the edge's sharding ends on the loop).
+// (while_loop)
+module {
+  sdy.mesh @mesh = <["a"=2, "b"=2]>
+  func.func @main(%arg0: tensor<8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}) -> tensor<8x4xf32> {
+    %c0 = stablehlo.constant dense<0> : tensor<i32>
+    %c1 = stablehlo.constant dense<1> : tensor<i32>
+    %c4 = stablehlo.constant dense<4> : tensor<i32>
+    %0 = stablehlo.negate %arg0 : tensor<8x4xf32>
+    %1:2 = stablehlo.while(%iterArg = %0, %iterArg_0 = %c0) : tensor<8x4xf32>, tensor<i32>
+      cond {
+      %2 = stablehlo.compare LT, %iterArg_0, %c4 : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %2 : tensor<i1>
+    } do {
+      %2 = stablehlo.sine %iterArg : tensor<8x4xf32>
+      %3 = stablehlo.add %iterArg_0, %c1 : tensor<i32>
+      stablehlo.return %2, %3 : tensor<8x4xf32>, tensor<i32>
+    }
+    %4 = stablehlo.cosine %1#0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{?}, {"b"}]>]>} : tensor<8x4xf32>
+    return %4 : tensor<8x4xf32>
+  }
+}
+
+// -----
+
+// (callee)
+module {
+  sdy.mesh @mesh = <["a"=2, "b"=2]>
+  func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+    %0 = stablehlo.exponential %arg0 : tensor<8xf32>
+    return %0 : tensor<8xf32>
+  }
+}
