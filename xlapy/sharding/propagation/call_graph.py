@@ -176,8 +176,9 @@ def clone_computation(computation: HloComputation, module: HloModule, name: str)
         if instr.opcode == "call":
             new.called_computations = list(instr.called_computations)
         else:
-            new.called_computations = [clone_computation(c, module, module_unique_computation_name(module, c.name))
-                                       for c in instr.called_computations]
+            new.called_computations = [
+                clone_computation(c, module, fresh_name(c.name, {k.name for k in module.computations}))
+                for c in instr.called_computations]
         copy.add_instruction(new)
         mapping[id(instr)] = new
     if computation.root is not None:
@@ -185,8 +186,9 @@ def clone_computation(computation: HloComputation, module: HloModule, name: str)
     return copy
 
 
-def module_unique_computation_name(module: HloModule, name: str) -> str:
-    taken = {c.name for c in module.computations}
+def fresh_name(name: str, taken: set[str]) -> str:
+    """``name``, or ``name_N`` with the first N not in ``taken`` (how MLIR's
+    symbol table renames a clashing symbol)."""
     if name not in taken:
         return name
     counter = 0
@@ -224,7 +226,7 @@ class CallGraph:
 
     def _clone_recursively(self, func: HloComputation) -> HloComputation:
         module = self.module
-        copy = clone_computation(func, module, _unique_function_name(module, func.name))
+        copy = clone_computation(func, module, fresh_name(func.name, {f.name for f in functions(module)}))
         self.original_name[id(copy)] = self.original(func)
         _set_functions(module, [*functions(module), copy])
         for call in list(calls_in(copy)):
@@ -362,11 +364,3 @@ def _fill_open(values: list[HloInstruction]) -> None:
             value.sdy_sharding = TensorSharding.fully_open(present[0].mesh, len(value.shape.dimensions))
 
 
-def _unique_function_name(module: HloModule, name: str) -> str:
-    taken = {f.name for f in functions(module)}
-    if name not in taken:
-        return name
-    counter = 0
-    while f"{name}_{counter}" in taken:
-        counter += 1
-    return f"{name}_{counter}"

@@ -10,6 +10,7 @@ from typing import Any
 
 from xlapy.errors import VerifyError
 from xlapy.hlo import HloInstruction
+from xlapy.registry import registrar
 from xlapy.sharding.op_sharding_rule import OpShardingRule, OpShardingRuleBuilder
 
 RuleFn = Callable[..., "OpShardingRule | None"]
@@ -24,15 +25,7 @@ OP_SHARDING_RULES: dict[str, RuleFn] = {}
 NO_RULE_OPCODES: set[str] = set()
 
 
-def rule_for(*opcodes: str) -> Callable[[RuleFn], RuleFn]:
-    def register(fn: RuleFn) -> RuleFn:
-        for opcode in opcodes:
-            if opcode in OP_SHARDING_RULES:
-                raise ValueError(f"two sharding rules for {opcode}")
-            OP_SHARDING_RULES[opcode] = fn
-        return fn
-
-    return register
+rule_for = registrar(OP_SHARDING_RULES, "sharding rules")
 
 
 def no_rule(*opcodes: str) -> None:
