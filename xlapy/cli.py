@@ -189,7 +189,9 @@ def _sdy_propagate(args: argparse.Namespace) -> None:
     outputs = []
     for chunk, first_line in chunks:
         try:
-            outputs.append(print_module(propagate(parse_module(chunk, source=args.file), args.strategy)))
+            module = parse_module(chunk, source=args.file,
+                                  implicit_manual_replication=args.implicit_manual_replication)
+            outputs.append(print_module(propagate(module, args.strategy)))
         except ParseError as e:
             # Report the line in the whole file, not in the chunk.
             raise ParseError(" ".join(e.message.split()), e.line + first_line - 1, e.column, e.source) from None
@@ -272,6 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
                                help="the propagation strategy (default: Shardy's whole pipeline)")
     sdy_propagate.add_argument("--split-input-file", action="store_true",
                                help="propagate each chunk between '// -----' lines on its own")
+    sdy_propagate.add_argument("--implicit-manual-replication", action="store_true",
+                               help="take a manual axis that an in/out sharding of a manual computation leaves out "
+                               "as replicated (as Shardy and JAX's shard_map do) instead of rejecting it")
     sdy_propagate.set_defaults(run=_sdy_propagate)
     return parser
 

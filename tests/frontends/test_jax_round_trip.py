@@ -16,28 +16,31 @@ from xlapy.hlo import HloInstruction, HloModule
 from xlapy.shapes import Shape
 from xlapy.sharding.values import op_results
 
-# JAX prints a shard_map's manual axes even when an in/out sharding does not use
-# them; Shardy accepts that, the SPEC's invariant 2 (as xlapy checks it) does not.
-_STRICT_INVARIANT_2 = pytest.mark.xfail(reason="manual axis unused by an in/out sharding fails invariant 2",
-                                        raises=xlapy.VerifyError, strict=False)
-_MARKS = {"shard_map_psum": [_STRICT_INVARIANT_2]}
+
+def parse_jax(text: str) -> HloModule:
+    """JAX prints all of a shard_map's manual axes, even those an in/out sharding
+    leaves out (replicated, for Shardy and JAX): read it as they do."""
+    return parse_module(text, implicit_manual_replication=True)
 
 
-def _params(names):
-    return [pytest.param(name, marks=_MARKS.get(name, [])) for name in names]
-
-
-@pytest.mark.parametrize("name", _params(sorted(PROGRAMS)))
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_round_trip_is_exact(name: str) -> None:
     text = lowered_text(name)
-    module = parse_module(text)
+    module = parse_jax(text)
     assert print_module(module).rstrip() == text.rstrip()
 
 
-@pytest.mark.parametrize("name", _params(sorted(PROGRAMS)))
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_mlir_renaming_reproduces_jax_names(name: str) -> None:
     text = lowered_text(name)
-    assert print_module(parse_module(text), rename=True).rstrip() == text.rstrip()
+    assert print_module(parse_jax(text), rename=True).rstrip() == text.rstrip()
+
+
+def test_shard_map_manual_axes_left_out_break_invariant_2_unless_implicit() -> None:
+    text = lowered_text("shard_map_psum")
+    with pytest.raises(xlapy.VerifyError, match=r'invariant 2: manual axis "y" must shard a dimension or be '
+                                                 r'replicated in in_shardings\[0\]'):
+        parse_module(text)
 
 
 def test_programs_cover_the_required_scenarios() -> None:

@@ -78,3 +78,49 @@ def test_parse_errors_name_the_line_of_the_whole_file(tmp_path: Path, capsys) ->
 def test_missing_file(tmp_path: Path, capsys) -> None:
     code, out, err = run([str(tmp_path / "nope.mlir")], capsys)
     assert code == 1 and out == "" and "cannot read" in err
+
+
+# A shard_map as JAX prints it: manual axis "x" is left out of the in/out shardings.
+SHARD_MAP = """sdy.mesh @mesh = <["x"=2, "y"=4]>
+func.func @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"y"}]>}) -> tensor<8x16xf32> {
+  %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{}, {?}]>] out_shardings=[<@mesh, [{}, {?}]>] manual_axes={"x"} (%arg1: tensor<8x16xf32>) {
+    %1 = stablehlo.multiply %arg1, %arg1 : tensor<8x16xf32>
+    sdy.return %1 : tensor<8x16xf32>
+  } : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %2 = stablehlo.negate %0 : tensor<8x16xf32>
+  return %2 : tensor<8x16xf32>
+}
+"""
+
+# Shardy's sdy-propagation-pipeline on SHARD_MAP (its mesh attribute for StableHLO left out).
+SHARD_MAP_PROPAGATED = """module {
+  sdy.mesh @mesh = <["x"=2, "y"=4]>
+  func.func @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"y"}]>}) -> (tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"y"}]>}) {
+    %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{}, {"y"}]>] out_shardings=[<@mesh, [{}, {"y"}]>] manual_axes={"x"} (%arg1: tensor<8x16xf32>) {
+      %2 = stablehlo.multiply %arg1, %arg1 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"y"}]>]>} : tensor<8x16xf32>
+      sdy.return %2 : tensor<8x16xf32>
+    } : (tensor<8x16xf32>) -> tensor<8x16xf32>
+    %1 = stablehlo.negate %0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"y"}]>]>} : tensor<8x16xf32>
+    return %1 : tensor<8x16xf32>
+  }
+}
+"""
+
+
+def test_manual_axes_left_out_are_rejected_by_default(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "shard_map.mlir"
+    path.write_text(SHARD_MAP)
+    code, out, err = run([str(path)], capsys)
+    assert (code, out) == (1, "")
+    assert err.count("\n") == 1
+    assert ('sdy.manual_computation %0: invariant 2: manual axis "x" must shard a dimension or be replicated in '
+            'in_shardings[0] <@mesh, [{}, {?}]>') in err
+    assert "--implicit-manual-replication" in err
+
+
+def test_implicit_manual_replication_propagates_as_shardy(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "shard_map.mlir"
+    path.write_text(SHARD_MAP)
+    code, out, err = run([str(path), "--implicit-manual-replication"], capsys)
+    assert (code, err) == (0, "")
+    assert out == SHARD_MAP_PROPAGATED

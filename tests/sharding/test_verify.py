@@ -7,6 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from xlapy.errors import VerifyError
+from xlapy.frontends.stablehlo import parse_module
+from xlapy.frontends.stablehlo_ops.records import OpRecord
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
 from xlapy.shapes import Shape
 from xlapy.sharding.axis_ref import AxisRef
@@ -307,6 +309,28 @@ def test_invariant_2_manual_axis_used_explicitly():
     check(module, mc)
 
 
+def test_invariant_2_relaxed_by_implicit_manual_replication():
+    # JAX's shard_map leaves replicated manual axes out; Shardy reads them as replicated.
+    module, mc = build_manual_computation(
+        [f32(16, 32)], ['<@mesh_name, [{"data"}, {}]>'], ['<@mesh_name, [{}, {?}]>'], ["data"],
+        [f32(8, 32)], [f32(16, 32)])
+    verify_manual_computation(mc, module.meshes, implicit_manual_replication=True)
+    verify_module(module, implicit_manual_replication=True)
+    # The other invariants still hold.
+    module, mc = build_manual_computation(
+        [f32(16, 32)], ['<@mesh_name, [{"model", "data"}, {}]>'], ['<@mesh_name, [{}, {?}]>'], ["data"],
+        [f32(8, 32)], [f32(16, 32)])
+    with pytest.raises(VerifyError, match='invariant 3: free axis "model" must be minor to manual axis "data"'):
+        verify_module(module, implicit_manual_replication=True)
+    module, mc = build_manual_computation(
+        [f32(16, 32)], ['<@mesh_name, [{}, {}]>'], ['<@mesh_name, [{}, {?}]>'], ["data"],
+        [f32(8, 32)], [f32(16, 32)])
+    with pytest.raises(VerifyError, match=r"invariant 4: body parameter 0 has shape f32\[8,32\] but the global "
+                                          r"shape f32\[16,32\] with in_shardings\[0\] <@mesh_name, \[\{\}, \{\}\]> "
+                                          r"has local shape f32\[16,32\]"):
+        verify_module(module, implicit_manual_replication=True)
+
+
 def test_invariant_2_no_sub_axes_of_manual_axes():
     module, mc = build_manual_computation(
         [f32(16, 32)], ['<mesh<["a"=4]>, [{"a":(1)2}, {}]>'], ['<mesh<["a"=4]>, [{"a":(1)2}, {}]>'], ["a"],
@@ -448,10 +472,10 @@ def simple_module():
         arg.parameter_number = index
         args.append(arg)
     add = main.add_instruction(HloInstruction("add", "add", f32(8, 8), args))
-    add.mlir = SimpleNamespace(op_name="stablehlo.add", ssa_name="%0")
+    add.mlir = OpRecord("stablehlo.add", [("0", 1)])
     barrier = main.add_instruction(HloInstruction("barrier", "opt-barrier", Shape.make_tuple([f32(8, 8)] * 2),
                                                   [add, args[1]]))
-    barrier.mlir = SimpleNamespace(op_name="stablehlo.optimization_barrier", ssa_name="%1")
+    barrier.mlir = OpRecord("stablehlo.optimization_barrier", [("1", 1)])
     gtes = []
     for index in range(2):
         gte = main.add_instruction(HloInstruction(f"gte{index}", "get-tuple-element", f32(8, 8), [barrier],
@@ -466,7 +490,7 @@ def simple_module():
     constraint = region.add_instruction(HloInstruction("c", "sdy.sharding_constraint", f32(8, 8), [region_arg]))
     region.root = constraint
     loop = main.add_instruction(HloInstruction("loop", "while", f32(8, 8), [add], {}, [region, region]))
-    loop.mlir = SimpleNamespace(op_name="stablehlo.while", ssa_name="%2")
+    loop.mlir = OpRecord("stablehlo.while", [("2", 1)])
     module.add_computation(region)
     module.add_computation(main, entry=True)
     return module, SimpleNamespace(args=args, add=add, gtes=gtes, constraint=constraint, main=main)
@@ -528,5 +552,11 @@ def test_module_checks_meshes_and_result_mesh_agreement():
 def test_describe():
     instr = HloInstruction("add.1", "add", f32(2))
     assert describe(instr) == "add add.1"
-    instr.mlir = SimpleNamespace(op_name="stablehlo.add", ssa_name="%3")
-    assert describe(instr) == "stablehlo.add %3"
+    module = parse_module("""
+      func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {
+        %sum = stablehlo.add %a, %a : tensor<2xf32>
+        %1:2 = stablehlo.optimization_barrier %sum, %a : tensor<2xf32>, tensor<2xf32>
+        return %1#0 : tensor<2xf32>
+      }""")
+    ops = [i for i in module.entry.instructions if i.opcode not in ("parameter", "get-tuple-element")]
+    assert [describe(i) for i in ops] == ["stablehlo.add %sum", "stablehlo.optimization_barrier %1"]

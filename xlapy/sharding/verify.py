@@ -9,6 +9,9 @@ numbered as in the Shardy compiler API documentation:
 1. all in/out shardings and ``manual_axes`` refer to the same mesh, ``manual_axes``
    sorted w.r.t. that mesh;
 2. every manual axis is used explicitly (as a full axis) in every in/out sharding;
+   with ``implicit_manual_replication`` a manual axis a sharding does not mention is
+   replicated, as Shardy and JAX's ``shard_map`` treat it (JAX prints all of a
+   shard_map's manual axes, even those its in/out specs leave out);
 3. in every dimension sharding, free axes are minor to every manual axis;
 4. the body is local: its parameters and returned values have the global types
    divided along the manual axes. Nested manual computations use disjoint manual axes.
@@ -207,19 +210,14 @@ def verify_value_sharding(sharding: TensorSharding, shape: Shape, meshes: Mappin
 # -- manual computations -----------------------------------------------------------
 
 def describe(instr: HloInstruction) -> str:
-    """How messages name an op: its MLIR name and SSA value when it came from MLIR."""
+    """How messages name an op: as MLIR wrote it (``stablehlo.add %3``) when it came
+    from MLIR, else by HLO opcode and name."""
     record = instr.mlir
-    op_name = _text_field(record, "op_name", "op") or instr.opcode
-    value = _text_field(record, "ssa_name", "result_name", "ssa", "value_name") or instr.name
-    return f"{op_name} {value}"
-
-
-def _text_field(record: object, *names: str) -> str | None:
-    for name in names:
-        value = getattr(record, name, None)
-        if isinstance(value, str) and value:
-            return value
-    return None
+    op_name = getattr(record, "name", None)
+    if not isinstance(op_name, str) or getattr(record, "implicit", False):
+        return f"{instr.opcode} {instr.name}"
+    results = getattr(record, "results", None) or []
+    return f"{op_name} %{results[0][0]}" if results else op_name
 
 
 def _same_dims(a: Shape, b: Shape) -> bool:
@@ -246,10 +244,10 @@ def _local_shape(global_shape: Shape, sharding: TensorSharding, manual: set[str]
 
 
 def verify_manual_computation(instr: HloInstruction, meshes: Mapping[str, Mesh], where: str | None = None,
-                              bound_manual_axes: Iterable[str] = ()) -> None:
+                              bound_manual_axes: Iterable[str] = (), implicit_manual_replication: bool = False) -> None:
     """Check an ``sdy.manual_computation`` against the invariants of the module docstring
     (and Shardy's other checks of the op). ``bound_manual_axes``: manual axes of the
-    enclosing manual computations."""
+    enclosing manual computations; ``implicit_manual_replication``: relax invariant 2."""
     where = where or describe(instr)
     manual_axes = tuple(instr.attributes.get("manual_axes", ()))
     in_shardings = tuple(instr.attributes.get("in_shardings", ()))
@@ -316,9 +314,11 @@ def verify_manual_computation(instr: HloInstruction, meshes: Mapping[str, Mesh],
                 raise _fail(where, f"invariant 2: {label} cannot use a manual axis as a sub/split axis: {ref}")
         used = {ref.name for ref in sharding.sharding_axis_refs()} | {ref.name for ref in sharding.replicated_axes}
         for axis in manual_axes:
-            if axis not in used:
+            if axis not in used and not implicit_manual_replication:
                 raise _fail(where, f"invariant 2: manual axis {quote(axis)} must shard a dimension or be replicated "
-                                   f"in {label}")
+                                   f"in {label} (Shardy and JAX's shard_map take an unmentioned manual axis as "
+                                   "replicated: allow it with implicit_manual_replication / "
+                                   "--implicit-manual-replication)")
         # Invariant 3: in each dimension sharding, manual axes come first.
         for dim, dim_sharding in enumerate(sharding.dim_shardings):
             free: AxisRef | None = None
@@ -363,8 +363,9 @@ def _region_computations(module) -> set[int]:
     return regions
 
 
-def verify_module(module) -> None:
-    """Check every mesh and every sharding of a module imported from StableHLO."""
+def verify_module(module, implicit_manual_replication: bool = False) -> None:
+    """Check every mesh and every sharding of a module imported from StableHLO.
+    ``implicit_manual_replication`` relaxes invariant 2 (see the module docstring)."""
     meshes: Mapping[str, Mesh] = module.meshes
     for name, mesh in meshes.items():
         verify_mesh(mesh, f"sdy.mesh @{name}")
@@ -385,11 +386,11 @@ def verify_module(module) -> None:
         for index, (sharding, value) in enumerate(zip(shardings, returned)):
             if sharding is not None:
                 verify_value_sharding(sharding, value.shape, meshes, f"{where} result {index}")
-        _verify_body(computation, meshes, where, (), is_region=False)
+        _verify_body(computation, meshes, where, (), False, implicit_manual_replication)
 
 
 def _verify_body(computation: HloComputation, meshes: Mapping[str, Mesh], func_where: str,
-                 bound: tuple[str, ...], is_region: bool) -> None:
+                 bound: tuple[str, ...], is_region: bool, implicit_manual_replication: bool) -> None:
     for instr in computation.instructions:
         if instr.opcode == "parameter":
             # Function arguments were checked by the caller; block arguments carry no sharding in Shardy.
@@ -399,9 +400,10 @@ def _verify_body(computation: HloComputation, meshes: Mapping[str, Mesh], func_w
             continue
         where = f"{func_where} {describe(instr)}"
         if instr.opcode == MANUAL_COMPUTATION:
-            verify_manual_computation(instr, meshes, where, bound)
+            verify_manual_computation(instr, meshes, where, bound, implicit_manual_replication)
             body = instr.called_computations[0]
-            _verify_body(body, meshes, func_where, bound + tuple(instr.attributes.get("manual_axes", ())), True)
+            _verify_body(body, meshes, func_where, bound + tuple(instr.attributes.get("manual_axes", ())), True,
+                         implicit_manual_replication)
             continue
         if _is_result_of(instr, MANUAL_COMPUTATION):
             continue  # its out sharding was checked with the manual computation
@@ -410,7 +412,7 @@ def _verify_body(computation: HloComputation, meshes: Mapping[str, Mesh], func_w
         _verify_op_shardings(instr, meshes, where, bound)
         if instr.opcode not in _FUNCTION_CALLERS:
             for region in instr.called_computations:
-                _verify_body(region, meshes, func_where, bound, True)
+                _verify_body(region, meshes, func_where, bound, True, implicit_manual_replication)
 
 
 def _is_result_of(instr: HloInstruction, opcode: str) -> bool:

@@ -25,22 +25,26 @@ from xlapy.hlo import HloModule
 __all__ = ["parse_module", "print_module", "split_input_file"]
 
 
-def parse_module(text: str, source: str | None = None, first_line: int = 1) -> HloModule:
+def parse_module(text: str, source: str | None = None, first_line: int = 1,
+                 implicit_manual_replication: bool = False) -> HloModule:
     """Import MLIR text into an HLO module. ``first_line`` is the line of the
-    whole file the text starts on (for the chunks of ``split_input_file``)."""
+    whole file the text starts on (for the chunks of ``split_input_file``).
+    ``implicit_manual_replication``: accept manual computations whose in/out
+    shardings leave out a manual axis (replicated, as Shardy and JAX's
+    ``shard_map`` read them) instead of enforcing invariant 2."""
     padded = "\n" * (first_line - 1) + text
     try:
         module = Reader(padded, source).parse()
     except RecursionError:
         raise ParseError("nesting too deep", first_line, 1, source) from None
-    _verify(module)
+    _verify(module, implicit_manual_replication)
     return module
 
 
-def _verify(module: HloModule) -> None:
+def _verify(module: HloModule, implicit_manual_replication: bool) -> None:
     from xlapy.sharding.verify import verify_module
 
-    verify_module(module)
+    verify_module(module, implicit_manual_replication)
 
 
 def print_module(module: HloModule, rename: bool = False, locations: bool = True) -> str:
