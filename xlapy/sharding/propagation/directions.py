@@ -19,16 +19,17 @@ class Direction(IntEnum):
         return Direction[text.upper()]
 
 
-def _forward_and_backward(a: Direction, b: Direction) -> bool:
-    return {a, b} == {Direction.FORWARD, Direction.BACKWARD}
-
-
+# The values are bit sets of {forward, backward}: union and intersection are
+# bitwise or and and.
 def union(a: Direction, b: Direction) -> Direction:
-    return Direction.BOTH if _forward_and_backward(a, b) else max(a, b)
+    return _BY_VALUE[a | b]
 
 
 def intersection(a: Direction, b: Direction) -> Direction:
-    return Direction.NONE if _forward_and_backward(a, b) else min(a, b)
+    return _BY_VALUE[a & b]
+
+
+_BY_VALUE = tuple(Direction)
 
 
 # (unit, factor index) -> direction; ``unit`` is what is being propagated

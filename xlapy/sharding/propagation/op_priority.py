@@ -14,8 +14,6 @@ the union of the stages so far)."""
 
 from __future__ import annotations
 
-from functools import reduce
-
 from xlapy.sharding.propagation.aggressive import aggressive_propagate
 from xlapy.sharding.propagation.directions import Direction, DirectionFn, intersection, propagate_any, union
 from xlapy.sharding.propagation.graph import ProgramGraph, Unit
@@ -62,8 +60,15 @@ SCHEDULE = (single_use_pass_through_ops, pass_through_ops, pass_through_factors_
 
 def op_based_directions(priority: int, outer: DirectionFn) -> DirectionFn:
     """The union of the schedule up to ``priority``, within ``outer``."""
+    # Later stages allow more: looking at them first mostly ends the loop at once.
+    schedule = SCHEDULE[priority::-1]
+
     def directions(unit: Unit, factor: int) -> Direction:
-        op_based = reduce(union, (fn(unit, factor) for fn in SCHEDULE[:priority + 1]), Direction.NONE)
+        op_based = Direction.NONE
+        for fn in schedule:
+            op_based = union(op_based, fn(unit, factor))
+            if op_based is Direction.BOTH:
+                break
         return intersection(op_based, outer(unit, factor))
     # Only the first round looks at the uses of operands.
     directions.depends_on_uses = priority == 0
