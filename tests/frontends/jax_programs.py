@@ -3,8 +3,10 @@ prints it, with Shardy's ``sdy.mesh`` / ``sdy.sharding`` / ``sdy.sharding_constr
 ``sdy.manual_computation``) the frontend tests read.
 
 ``PROGRAMS`` maps a name to a ``Program``: the function, example arguments, the
-``jax.jit`` partition specs, and whether it is straight-line (no while/case), so
-that evaluating the imported module can be compared with running it in JAX.
+``jax.jit`` partition specs, and whether it is lowered with Shardy (``sdy``
+attributes) or without (GSPMD's ``mhlo.sharding`` strings, ``custom_call
+@Sharding``), so that evaluating the imported module can be compared with
+running it in JAX.
 
 Lowering with shardings needs 8 host devices. When JAX's backend is already
 running with fewer (another test used JAX first), the texts are lowered in a
@@ -74,8 +76,10 @@ class Program:
     args: tuple[Any, ...]
     in_shardings: Any = None
     out_shardings: Any = None
-    straight_line: bool = True
+    shardy: bool = True
     jit_options: dict[str, Any] = field(default_factory=dict)
+    # The same computation without sharding annotations (which need the 8-device mesh), to run on one device.
+    reference: Callable[..., Any] | None = None
 
     def jitted(self) -> Any:
         options = dict(self.jit_options)
@@ -246,6 +250,30 @@ def complex_math(re, im):
     return jnp.real(z * z), jnp.imag(z), jnp.abs(z)
 
 
+def optimization_barrier(x, y):
+    a, b = lax.optimization_barrier((jnp.sin(x), y * 2.0))
+    return a + b, b
+
+
+def top_k(x):
+    return lax.top_k(x, 3), lax.top_k(x, 2, axis=0)
+
+
+def broadcast_stretch(row, column):
+    return lax.broadcast_in_dim(row, (3, 4, 5), (0, 2)) + lax.broadcast_in_dim(column, (3, 4, 5), (0, 1, 2))
+
+
+def cond_captures(x, y, p):
+    s = jnp.sum(x)
+    return lax.cond(p > 0, lambda: x * s + y, lambda: jnp.maximum(x, y) - s), \
+        lax.switch(p, [lambda: s, lambda: s * 2.0, lambda: -s])
+
+
+def all_to_all(x):
+    return jax.shard_map(lambda a: lax.all_to_all(a, "y", 0, 1, tiled=True), mesh=mesh(), in_specs=P(None, "y"),
+                         out_specs=P("y", None), check_vma=False)(x)
+
+
 def _build() -> dict[str, Program]:
     programs = {
         "matmul_bias_gelu": Program(matmul_bias_gelu, (_f32("a", 8, 16), _f32("b", 16, 32), _f32("c", 32)),
@@ -256,10 +284,10 @@ def _build() -> dict[str, Program]:
         "conv": Program(conv, (_f32("c", 2, 8, 8, 3), _f32("w", 3, 3, 3, 4)), (named("x"), named()), named("x")),
         "conv_strided_nchw": Program(conv_strided_nchw, (_f32("n", 2, 3, 9, 7), _f32("o", 4, 3, 3, 2)),
                                      (named("x"), named()), None),
-        "fori_loop": Program(fori_loop, (_f32("f", 8, 4),), (named("x", None),), None, straight_line=False),
-        "cond": Program(cond, (_f32("d", 8), np.int32(1)), (named("y"), named()), None, straight_line=False),
-        "switch": Program(switch, (_f32("s", 8), np.int32(2)), None, None, straight_line=False),
-        "scan": Program(scan, (_f32("sc", 5, 8),), (named(None, "y"),), None, straight_line=False),
+        "fori_loop": Program(fori_loop, (_f32("f", 8, 4),), (named("x", None),), None),
+        "cond": Program(cond, (_f32("d", 8), np.int32(1)), (named("y"), named()), None),
+        "switch": Program(switch, (_f32("s", 8), np.int32(2)), None, None),
+        "scan": Program(scan, (_f32("sc", 5, 8),), (named(None, "y"),), None),
         "sort": Program(sort, (_f32("so", 4, 8), _f32("sp", 8)), (named("x", None), named()), None),
         "argmax": Program(argmax, (_f32("am", 8, 6),), (named("x", None),), None),
         "gather_scatter": Program(gather_scatter, (_f32("g", 8, 4), np.array([0, 3, 5, 7], np.int32)),
@@ -290,8 +318,20 @@ def _build() -> dict[str, Program]:
         "large_constant": Program(large_constant, (_f32("lc", 16, 8),), (named("x", "y"),), None),
         "elementwise_math": Program(elementwise_math, (_f32("em", 8, 8),), (named("x", "y"),), named("x", "y")),
         "iota_broadcast": Program(iota_broadcast, (_f32("ib", 8, 8),), (named(None, "y"),), None),
-        "while_loop": Program(while_loop, (np.int32(5),), None, None, straight_line=False),
+        "while_loop": Program(while_loop, (np.int32(5),), None, None),
         "complex_math": Program(complex_math, (_f32("re", 8), _f32("im", 8)), (named("y"), named("y")), None),
+        "optimization_barrier": Program(optimization_barrier, (_f32("ob", 8, 16), _f32("oc", 8, 16)),
+                                        (named("x", None), named(None, "y")), None),
+        "top_k": Program(top_k, (_f32("tk", 8, 6),), (named("x", None),), None),
+        "broadcast_stretch": Program(broadcast_stretch, (_f32("br", 1, 5), _f32("bc", 3, 1, 1)), None, None),
+        "cond_captures": Program(cond_captures, (_f32("cx", 8), _f32("cy", 8), np.int32(1)),
+                                 (named("y"), named(), named()), None),
+        "all_to_all": Program(all_to_all, (_f32("aa", 8, 16),), None, None),
+        # Without Shardy: mhlo.sharding attributes, custom_call @Sharding and a function for the shard_map body.
+        "sharding_constraint_gspmd": Program(sharding_constraint, (_f32("sg", 8, 16), _f32("sv", 16, 8)),
+                                             (named("x", "y"), named("y", None)), named(None, "y"), shardy=False,
+                                             reference=lambda x, w: jnp.tanh(x @ w)),
+        "all_to_all_gspmd": Program(all_to_all, (_f32("ag", 8, 16),), None, None, shardy=False),
     }
     return programs
 
@@ -333,7 +373,13 @@ def unsharded_text(name: str) -> str:
 
 
 def _lower_all() -> dict[str, str]:
-    return {name: program.jitted().lower(*program.args).as_text() for name, program in PROGRAMS.items()}
+    from jax._src import config
+
+    texts = {}
+    for name, program in PROGRAMS.items():
+        with config.use_shardy_partitioner(program.shardy):
+            texts[name] = program.jitted().lower(*program.args).as_text()
+    return texts
 
 
 @functools.cache
@@ -356,7 +402,7 @@ def lowered_text(name: str) -> str:
 def jax_result(name: str) -> list[np.ndarray]:
     """The program's results (computed on one device: shardings do not change them)."""
     program = PROGRAMS[name]
-    return [np.asarray(leaf) for leaf in jax.tree.leaves(jax.jit(program.fn)(*program.args))]
+    return [np.asarray(leaf) for leaf in jax.tree.leaves(jax.jit(program.reference or program.fn)(*program.args))]
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ SOURCES += [text for text, _ in split_input_file((DATA / "hand_written.generic.m
 SOURCES += [(DATA / "jax_argmax.mlir").read_text(), (DATA / "jax_shard_map.mlir").read_text()]
 TOKENS = ["%", "#", "@", "<", ">", "{", "}", "(", ")", "[", "]", ",", ":", "=", "?", '"', "x", "0", "-1", "->",
           "%0", "%arg0", "tensor<f32>", "dense<", "sdy.sharding = ", "#sdy.sharding<@mesh, [{}]>", "^bb0", "\n",
-          "stablehlo.return", "func.func", "0x", "1.5e", "loc(", "\\", " "]
+          "stablehlo.return", "func.func", "0x", "1.5e", "loc(", "\\", " ", "()", "largest = false", "k = ",
+          "stablehlo.optimization_barrier", 'mhlo.sharding = "{replicated}"', "split_count = 3 : i64"]
 
 
 @st.composite

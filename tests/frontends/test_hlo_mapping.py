@@ -114,7 +114,12 @@ CASES = [
      "f32[4] collective-permute(p0), channel_id=1, source_target_pairs={{0,1},{1,0}}"),
     ('"stablehlo.all_to_all"(%arg0) <{concat_dimension = 1 : i64, replica_groups = dense<[[0, 1]]> : '
      "tensor<1x2xi64>, split_count = 2 : i64, split_dimension = 1 : i64}> : (tensor<4x4xf32>) -> tensor<4x4xf32>",
-     ["tensor<4x4xf32>"], "tensor<4x4xf32>", "f32[4,4] all-to-all(p0), replica_groups={{0,1}}, dimensions={1}"),
+     ["tensor<4x4xf32>"], "tensor<4x4xf32>", "f32[4,4] all-to-all(p0), replica_groups={{0,1}}, dimensions={1}, "
+     "split_dimension=1, concat_dimension=1, split_count=2"),
+    ('"stablehlo.all_to_all"(%arg0) <{concat_dimension = 0 : i64, replica_groups = dense<[[0, 1]]> : '
+     "tensor<1x2xi64>, split_count = 2 : i64, split_dimension = 1 : i64}> : (tensor<4x4xf32>) -> tensor<8x2xf32>",
+     ["tensor<4x4xf32>"], "tensor<8x2xf32>", "f32[8,2] all-to-all(p0), replica_groups={{0,1}}, split_dimension=1, "
+     "concat_dimension=0, split_count=2"),
     ("stablehlo.cholesky %arg0, lower = true : tensor<3x3xf32>", ["tensor<3x3xf32>"], "tensor<3x3xf32>",
      "f32[3,3] cholesky(p0), lower=true"),
     ('"stablehlo.triangular_solve"(%arg0, %arg1) <{left_side = true, lower = true, transpose_a = '
@@ -125,12 +130,20 @@ CASES = [
     ("stablehlo.rng_bit_generator %arg0, algorithm = THREE_FRY : (tensor<2xui64>) -> (tensor<2xui64>, "
      "tensor<3xui32>)", ["tensor<2xui64>"], "tuple<tensor<2xui64>, tensor<3xui32>>",
      "(u64[2], u32[3]) rng-bit-generator(p0), algorithm=rng_three_fry"),
+    ("chlo.top_k(%arg0, k = 3) : tensor<4x8xf32> -> (tensor<4x3xf32>, tensor<4x3xi32>)", ["tensor<4x8xf32>"],
+     "tuple<tensor<4x3xf32>, tensor<4x3xi32>>", "(f32[4,3], s32[4,3]) topk(p0), k=3, largest=true"),
+    ("mhlo.topk(%arg0, k = 3, largest = false) : tensor<4x8xf32> -> (tensor<4x3xf32>, tensor<4x3xi32>)",
+     ["tensor<4x8xf32>"], "tuple<tensor<4x3xf32>, tensor<4x3xi32>>",
+     "(f32[4,3], s32[4,3]) topk(p0), k=3, largest=false"),
+    ('stablehlo.custom_call @Sharding(%arg0) {backend_config = "", mhlo.sharding = "{devices=[2,1]<=[2]}"} : '
+     "(tensor<4x8xf32>) -> tensor<4x8xf32>", ["tensor<4x8xf32>"], "tensor<4x8xf32>",
+     'f32[4,8] custom-call(p0), custom_call_target="Sharding", sharding={devices=[2,1]<=[2]}'),
 ]
 
 
 def _mlir_function(op: str, args: list[str], result: str) -> str:
     signature = ", ".join(f"%arg{i}: {t}" for i, t in enumerate(args))
-    if result.startswith("tuple<") and "rng_bit_generator" in op:
+    if result.startswith("tuple<") and not op.startswith("stablehlo.tuple "):
         types = result[len("tuple<"):-1].split(", ")
         return (f"func.func @main({signature}) -> ({', '.join(types)}) {{\n  %0:2 = {op}\n"
                 f"  return %0#0, %0#1 : {', '.join(types)}\n}}\n")

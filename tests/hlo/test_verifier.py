@@ -195,6 +195,12 @@ BROKEN_TEXTS = {
         a = f32[3] parameter(0)
         ROOT b = f32[2,4] broadcast(a), dimensions={1}"""),
         "instruction b: broadcast maps operand dimension 0 (size 3) to result dimension 1 (size 4)"),
+    # StableHLO's broadcast_in_dim may do this (imported, it is accepted); HLO's broadcast may not.
+    "broadcast-stretch": (_hlo("""
+        a = f32[1,4] parameter(0)
+        ROOT b = f32[3,4] broadcast(a), dimensions={0,1}"""),
+        "instruction b: broadcast maps operand dimension 0 (size 1) to result dimension 0 (size 3) of f32[3,4]; "
+        "the sizes must be equal; HLO's broadcast does not stretch a size-1 dimension"),
     "broadcast-rank": (_hlo("""
         a = f32[3] parameter(0)
         ROOT b = f32[3,4] broadcast(a), dimensions={}"""),
@@ -535,6 +541,8 @@ _UNREACHED = {
     "entry-layout": "the StableHLO route rebuilds the entry layout; XLA's VerifyEntryComputationLayout checks it",
     "dynamic-dimension": "XLA compares shapes ignoring dynamic dimensions (ShapeUtil::Compatible); xlapy checks "
                          "them, so this case is stricter than XLA by design",
+    "broadcast-stretch": "the StableHLO route makes it a broadcast_in_dim, which may stretch; XLA's "
+                         "ShapeVerifier::HandleBroadcast requires equal sizes",
 }
 
 

@@ -370,7 +370,7 @@ ATTRIBUTES: dict[str, AttributeKind] = {
     **dict.fromkeys([
         "index", "iota_dimension", "index_vector_dim", "feature_group_count", "batch_group_count",
         "exponent_bits", "mantissa_bits", "channel_id", "all_gather_dimension", "split_dimension",
-        "split_count", "concat_dimension",
+        "split_count", "concat_dimension", "k",
     ], INT),
     **dict.fromkeys([
         "indices_are_sorted", "unique_indices", "is_stable", "use_global_device_ids", "constrain_layout",

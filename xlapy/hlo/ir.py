@@ -167,7 +167,10 @@ class HloComputation:
         """Every operand and control predecessor before its users, in the order
         of XLA's ``MakeInstructionPostOrder``: a depth-first walk from each
         instruction without users, control predecessors first, then operands
-        left to right."""
+        left to right. A value of this computation that the regions of one of
+        its ops use directly (StableHLO's implicit capture) comes before that
+        op too, as if it were one more operand of it."""
+        captures = self._implicit_captures()
         visiting, visited = 1, 2
         state: dict[int, int] = {}
         order: list[HloInstruction] = []
@@ -185,7 +188,10 @@ class HloComputation:
                         order.append(current)
                     continue
                 state[id(current)] = visiting
-                for operand in reversed(current.operands):
+                dependencies = [*current.operands, *captures.get(id(current), ())] if captures else current.operands
+                for operand in reversed(dependencies):
+                    if operand.parent is not self and operand.parent is not None:
+                        continue  # a value of an enclosing computation, defined before this region runs
                     if state.get(id(operand)) == visiting:
                         raise VerifyError(f"computation {self.name} has a cycle through {operand.name}")
                     stack.append(operand)
@@ -194,6 +200,32 @@ class HloComputation:
             missing = next(i for i in self.instructions if id(i) not in state)
             raise VerifyError(f"computation {self.name} has a cycle through {missing.name}")
         return order
+
+    def _implicit_captures(self) -> dict[int, list[HloInstruction]]:
+        """id(op) -> the values of this computation used directly inside the
+        regions (transitively nested) of ``op``, in instruction order. Empty
+        for HLO, where computations only see their parameters."""
+        foreign = [(value, user) for value in self.instructions for user in value.users if user.parent is not self]
+        if not foreign:
+            return {}
+        owners: dict[int, HloInstruction] = {}
+        for op in self.instructions:
+            pending = list(op.called_computations)
+            while pending:
+                region = pending.pop()
+                if id(region) in owners or region is self:
+                    continue
+                owners[id(region)] = op
+                pending.extend(c for i in region.instructions for c in i.called_computations)
+        captures: dict[int, list[HloInstruction]] = {}
+        for value, user in foreign:
+            owner = owners.get(id(user.parent)) if user.parent is not None else None
+            if owner is None:
+                continue  # not a region of this computation: the verifier reports such an edge
+            values = captures.setdefault(id(owner), [])
+            if not any(v is value for v in values):
+                values.append(value)
+        return captures
 
     def called_computations(self) -> list[HloComputation]:
         seen: dict[int, HloComputation] = {}

@@ -47,14 +47,18 @@ def _attributes(instruction: HloInstruction) -> list[str]:
 
 
 def print_computation(computation: HloComputation) -> str:
-    header = ("ENTRY " if computation.is_entry else "") + f"%{computation.name}"
-    params = ", ".join(f"{p.name}: {p.shape.to_string(print_layout=False)}" for p in computation.parameters)
-    root_shape = computation.root.shape.to_string(print_layout=False) if computation.root else "()"
-    header += f" ({params}) -> {root_shape}"
     module = computation.module
     scheduled = module is not None and module.attributes.get("is_scheduled") == "true"
     # XLA prints a scheduled computation in schedule order, any other in post order.
     order = computation.instructions if scheduled else computation.post_order()
+    # The signature lists the parameters by number; parameters sharing a number
+    # (invalid, the verifier reports it) in the order of the body, so that the
+    # text reads back to the same signature.
+    parameters = sorted((i for i in order if i.opcode == "parameter"), key=lambda p: p.parameter_number)
+    header = ("ENTRY " if computation.is_entry else "") + f"%{computation.name}"
+    params = ", ".join(f"{p.name}: {p.shape.to_string(print_layout=False)}" for p in parameters)
+    root_shape = computation.root.shape.to_string(print_layout=False) if computation.root else "()"
+    header += f" ({params}) -> {root_shape}"
     body = "\n".join("  " + print_instruction(i) for i in order)
     thread = computation.execution_thread
     suffix = f", execution_thread={quote(thread)}" if thread != "main" else ""

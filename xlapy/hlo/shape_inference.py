@@ -24,6 +24,7 @@ import numpy as np
 from xlapy.errors import UnimplementedError, VerifyError, XlapyError
 from xlapy.hlo.ir import HloComputation, HloInstruction
 from xlapy.hlo.opcodes import OPCODES
+from xlapy.hlo.stablehlo_forms import read_from_stablehlo, region_results, while_condition_and_body
 from xlapy.registry import registrar
 from xlapy.shapes import UNBOUNDED_SIZE, Shape, TypeKind
 
@@ -523,11 +524,17 @@ def _broadcast(instr: HloInstruction) -> Shape:
               f"{operand.rank} operand dimensions")
     _check_dimension_numbers(instr, "dimensions", dims, declared.rank, "the result")
     dynamic = list(declared.dynamic_dimensions)
+    # StableHLO's broadcast_in_dim may stretch a size-1 dimension; HLO's
+    # broadcast may not (XLA's verifier rejects it: reshape the dimension away).
+    stretches = read_from_stablehlo(instr)
     for i, d in enumerate(dims):
-        if declared.dimensions[d] != operand.dimensions[i]:
+        if declared.dimensions[d] != operand.dimensions[i] and not (stretches and operand.dimensions[i] == 1):
+            rule = ("the sizes must be equal, or the operand's 1" if stretches else
+                    "the sizes must be equal" + ("; HLO's broadcast does not stretch a size-1 dimension (reshape "
+                                                 "it away first)" if operand.dimensions[i] == 1 else ""))
             _fail(f"broadcast maps operand dimension {i} (size {operand.dimensions[i]}) to result dimension {d} "
-                  f"(size {declared.dimensions[d]}) of {show(declared)}; the sizes must be equal")
-        dynamic[d] = operand.dynamic_dimensions[i]
+                  f"(size {declared.dimensions[d]}) of {show(declared)}; {rule}")
+        dynamic[d] = operand.dynamic_dimensions[i] and declared.dimensions[d] == operand.dimensions[i]
     return _array_shape(operand.element_type, declared.dimensions, dynamic)
 
 
@@ -1114,9 +1121,24 @@ def _topk(instr: HloInstruction) -> Shape:
 
 @shape_rule("while")
 def _while(instr: HloInstruction) -> Shape:
+    _callees(instr, 2, "body, condition")
+    condition, body = while_condition_and_body(instr)
+    if read_from_stablehlo(instr):
+        # StableHLO's while: one operand, region parameter and body result per loop value.
+        states = [o.shape for o in instr.operands]
+        _check_parameters(instr, body, states, "body")
+        _check_parameters(instr, condition, states, "condition")
+        returned = [v.shape for v in region_results(body)]
+        if len(returned) != len(states) or not all(same_shape(r, s) for r, s in zip(returned, states)):
+            _fail(f"body {body.name} of while must return the loop values ({', '.join(map(show, states))}), "
+                  f"returns ({', '.join(map(show, returned))})")
+        tested = [v.shape for v in region_results(condition)]
+        if len(tested) != 1 or not same_shape(tested[0], _SCALAR_PRED):
+            _fail(f"condition {condition.name} of while must return pred[], returns "
+                  f"({', '.join(map(show, tested))})")
+        return without_layout(states[0]) if len(states) == 1 else _tuple(states)
     _operand_count(instr, 1)
     state = instr.operands[0].shape
-    body, condition = _callees(instr, 2, "body, condition")
     _check_parameters(instr, body, [state], "body")
     _check_parameters(instr, condition, [state], "condition")
     if not same_shape(_root_shape(body), state):
@@ -1140,6 +1162,8 @@ def _conditional(instr: HloInstruction) -> Shape:
             _fail(f"a conditional with a pred[] branch index needs 2 branches, got {len(branches)}")
     elif not same_shape(index, _SCALAR_S32):
         _fail(f"the branch index of conditional must be pred[] or s32[], got {show(index)}")
+    if read_from_stablehlo(instr):
+        return _region_branches(instr, branches)
     if len(instr.operands) - 1 != len(branches):
         _fail(f"conditional has {len(branches)} branches, so it takes {len(branches) + 1} operands, "
               f"got {len(instr.operands)}")
@@ -1151,6 +1175,23 @@ def _conditional(instr: HloInstruction) -> Shape:
             _fail(f"branches of conditional must return the same shape, {branches[0].name} returns "
                   f"{show(roots[0])} and {branch.name} returns {show(roots[-1])}")
     return without_layout(roots[0])
+
+
+def _region_branches(instr: HloInstruction, branches: Sequence[HloComputation]) -> Shape:
+    # StableHLO's case and if: the branch index is the only operand; branches
+    # take no parameters and return the op's results.
+    _operand_count(instr, 1)
+    results = None
+    for i, branch in enumerate(branches):
+        _check_parameters(instr, branch, [], f"branch {i}")
+        returned = [v.shape for v in region_results(branch)]
+        if results is None:
+            results = returned
+        elif len(returned) != len(results) or not all(same_shape(a, b) for a, b in zip(returned, results)):
+            _fail(f"branches of conditional must return the same values, {branches[0].name} returns "
+                  f"({', '.join(map(show, results))}) and {branch.name} returns ({', '.join(map(show, returned))})")
+    results = results or []
+    return without_layout(results[0]) if len(results) == 1 else _tuple(results)
 
 
 @shape_rule("call")
@@ -1239,6 +1280,9 @@ def _byte_size(shape: Shape) -> int | None:
 
 @shape_rule("opt-barrier", "domain")
 def _pass_through(instr: HloInstruction) -> Shape:
+    if instr.opcode == "opt-barrier" and read_from_stablehlo(instr) and len(instr.operands) != 1:
+        # StableHLO's barrier passes any number of values through, one result each.
+        return _tuple([o.shape for o in instr.operands])
     _operand_count(instr, 1)
     return without_layout(instr.operands[0].shape)
 
@@ -1556,6 +1600,8 @@ def _reduce_scatter(instr: HloInstruction) -> Shape:
 @shape_rule("all-to-all")
 def _all_to_all(instr: HloInstruction) -> Shape:
     shapes = _collective_arrays(instr)
+    if "split_dimension" in instr.attributes:
+        return _split_concat_all_to_all(instr, shapes)
     if "dimensions" not in instr.attributes:
         return _tuple(shapes)  # the tuple form exchanges whole operands
     dims = _ints(instr, "dimensions")
@@ -1565,6 +1611,32 @@ def _all_to_all(instr: HloInstruction) -> Shape:
     if group and shapes[0].dimensions[dims[0]] % group:
         _fail(f"dimension {dims[0]} of {show(shapes[0])} must be divisible by the group size {group} of all-to-all")
     return without_layout(shapes[0])
+
+
+def _split_concat_all_to_all(instr: HloInstruction, shapes: list[Shape]) -> Shape:
+    # StableHLO's all_to_all: each operand is split in split_count blocks along
+    # split_dimension, and the blocks received are concatenated along concat_dimension.
+    split, concat, count = (_int(instr, name) for name in ("split_dimension", "concat_dimension", "split_count"))
+    if count <= 0:
+        _fail(f"split_count={count} of all-to-all must be positive")
+    group = _replica_group_size(instr)
+    if group and group != count:
+        _fail(f"split_count={count} of all-to-all must be the size {group} of its replica groups")
+    if "dimensions" in instr.attributes and (_ints(instr, "dimensions") != (split,) or concat != split):
+        _fail(f"dimensions={_braces(_ints(instr, 'dimensions'))} of all-to-all is HLO's form of splitting and "
+              f"concatenating one dimension, but split_dimension={split} and concat_dimension={concat}")
+    results = []
+    for shape in shapes:
+        for name, d in (("split_dimension", split), ("concat_dimension", concat)):
+            if not 0 <= d < shape.rank:
+                _fail(f"{name}={d} of all-to-all is out of range for {show(shape)}")
+        if shape.dimensions[split] % count:
+            _fail(f"dimension {split} of {show(shape)} must be divisible by split_count={count} of all-to-all")
+        dims = list(shape.dimensions)
+        dims[split] //= count
+        dims[concat] *= count
+        results.append(_array_shape(shape.element_type, dims))
+    return _one_or_tuple(results)
 
 
 @shape_rule("ragged-all-to-all")

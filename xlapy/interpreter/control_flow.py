@@ -4,15 +4,36 @@ from __future__ import annotations
 
 import numpy as np
 
+from xlapy.hlo.stablehlo_forms import while_condition_and_body
 from xlapy.interpreter.registry import rule
+
+
+def _as_returned(value, shape):
+    # A StableHLO region returning one value of an enclosing computation ends
+    # in a one-element tuple of it: the region's result is that value.
+    if isinstance(value, tuple) and len(value) == 1 and not shape.is_tuple:
+        return value[0]
+    return value
+
+
+def _holds(value) -> bool:
+    # A condition's pred[], possibly as a StableHLO region's one-element tuple.
+    return bool(np.asarray(value[0] if isinstance(value, tuple) else value))
 
 
 @rule("while")
 def _while(instr, operands, ev):
-    body, condition = instr.called_computations
-    state = operands[0]
-    while bool(ev.call(condition, state)):
-        state = ev.call(body, state)
+    condition, body = while_condition_and_body(instr)
+    if len(operands) == 1:
+        # HLO's while: one (usually tuple) state, the regions' one parameter.
+        state = operands[0]
+        while _holds(ev.call(condition, state)):
+            state = _as_returned(ev.call(body, state), instr.shape)
+        return state
+    # StableHLO's while: one operand and one region parameter per loop value.
+    state = tuple(operands)
+    while _holds(ev.call(condition, *state)):
+        state = tuple(ev.call(body, *state))
     return state
 
 
@@ -26,7 +47,10 @@ def _conditional(instr, operands, ev):
         # An index out of range runs the last branch.
         index = int(selector)
         chosen = index if 0 <= index < len(branches) else len(branches) - 1
-    return ev.call(branches[chosen], branch_operands[chosen])
+    # HLO passes each branch its own operand; StableHLO's branches take none
+    # (they use the enclosing computation's values directly).
+    args = branch_operands[chosen:chosen + 1] if len(branch_operands) == len(branches) else []
+    return _as_returned(ev.call(branches[chosen], *args), instr.shape)
 
 
 @rule("call", "fusion")

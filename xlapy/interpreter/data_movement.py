@@ -31,9 +31,12 @@ def _broadcast(instr, operands, ev) -> np.ndarray:
     dims = tuple(instr.attr("dimensions", ()))
     out_dims = instr.shape.dimensions
     # Order the operand's dimensions as they appear in the output, then give
-    # every other output dimension size 1.
+    # every other output dimension size 1. The operand keeps its own sizes, so
+    # a size-1 dimension (which StableHLO's broadcast_in_dim may map to a
+    # larger one) stretches.
     order = sorted(range(len(dims)), key=lambda i: dims[i])
-    placed = np.transpose(operand, order).reshape([out_dims[d] if d in dims else 1 for d in range(len(out_dims))])
+    sizes = dict(zip(dims, operand.shape))
+    placed = np.transpose(operand, order).reshape([sizes.get(d, 1) for d in range(len(out_dims))])
     return np.broadcast_to(placed, out_dims)
 
 
@@ -142,9 +145,16 @@ def _get_tuple_element(instr, operands, ev):
     return operands[0][instr.attr("index")]
 
 
-@rule("opt-barrier", "domain")
+@rule("domain")
 def _identity(instr, operands, ev):
     return operands[0]
+
+
+@rule("opt-barrier")
+def _barrier(instr, operands, ev):
+    # HLO's barrier passes its one (tuple) operand through; StableHLO's takes
+    # any number of values and passes each through as one of its results.
+    return operands[0] if len(operands) == 1 else tuple(operands)
 
 
 @rule("add-dependency")

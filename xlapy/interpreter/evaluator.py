@@ -23,6 +23,9 @@ class Evaluator:
         self.replica_id = replica_id
         self.partition_id = partition_id
         self._orders: dict[int, list[HloInstruction]] = {}
+        # The values of the computations being evaluated, innermost last: a
+        # region imported from StableHLO may use its enclosing computations' values.
+        self._frames: list[dict[int, Any]] = []
 
     def call(self, computation: HloComputation, *args: Value) -> Value:
         """The value of ``computation``'s root given its parameters' values."""
@@ -33,12 +36,28 @@ class Evaluator:
         order = self._orders.get(id(computation))
         if order is None:
             order = self._orders[id(computation)] = computation.post_order()
-        for instruction in order:
-            if instruction.opcode == "parameter":
-                continue
-            operands = [values[id(o)] for o in instruction.operands]
-            values[id(instruction)] = self.apply(instruction, operands)
+        self._frames.append(values)
+        try:
+            for instruction in order:
+                if instruction.opcode == "parameter":
+                    continue
+                try:
+                    operands = [values[id(o)] for o in instruction.operands]
+                except KeyError:
+                    operands = [values[id(o)] if id(o) in values else self._captured(o, computation)
+                                for o in instruction.operands]
+                values[id(instruction)] = self.apply(instruction, operands)
+        finally:
+            self._frames.pop()
         return values[id(computation.root)]
+
+    def _captured(self, value: HloInstruction, region: HloComputation) -> Value:
+        """The value of an enclosing computation's instruction that ``region`` uses."""
+        for frame in reversed(self._frames[:-1]):
+            if id(value) in frame:
+                return frame[id(value)]
+        raise XlapyError(f"computation {region.name} uses {value.name}, which is neither its own nor a value of "
+                         "a computation it runs inside")
 
     def apply(self, instruction: HloInstruction, operands: list[Value]) -> Value:
         """The value of one instruction given its operands' values."""

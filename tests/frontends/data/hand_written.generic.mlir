@@ -248,3 +248,18 @@
     "func.return"(%1, %3) : (tensor<2x3xi8>, tensor<ui16>) -> ()
   }) : () -> ()
 }) {mhlo.frontend_attributes = {xla.sdy.meshes = "{}"}, mhlo.num_partitions = 2 : i32} : () -> ()
+
+// -----
+"builtin.module"() ({
+  "sdy.mesh"() <{mesh = #sdy.mesh<["a"=2, "b"=2]>, sym_name = "mesh"}> : () -> ()
+  "func.func"() <{arg_attrs = [{mhlo.sharding = "{devices=[1,2]<=[2]}"}, {}], function_type = (tensor<1x8xf32>, tensor<8xf32>) -> (tensor<8x4xf32>, tensor<3xf32>, tensor<3xi32>), sym_name = "imported_forms"}> ({
+  ^bb0(%arg0: tensor<1x8xf32>, %arg1: tensor<8xf32>):
+    %0:2 = "stablehlo.optimization_barrier"(%arg0, %arg1) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"a"}]>, <@mesh, [{"b"}]>]>} : (tensor<1x8xf32>, tensor<8xf32>) -> (tensor<1x8xf32>, tensor<8xf32>)
+    "stablehlo.optimization_barrier"() : () -> ()
+    %1 = "stablehlo.broadcast_in_dim"(%0#0) <{broadcast_dimensions = array<i64: 0, 1>}> : (tensor<1x8xf32>) -> tensor<4x8xf32>
+    %2:2 = "mhlo.topk"(%0#1) <{k = 3 : i64, largest = true}> : (tensor<8xf32>) -> (tensor<3xf32>, tensor<3xi32>)
+    %3 = "stablehlo.custom_call"(%1) <{backend_config = "", call_target_name = "Sharding"}> {mhlo.sharding = "{devices=[2,1]<=[2]}"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %4 = "stablehlo.all_to_all"(%3) <{concat_dimension = 0 : i64, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>, split_count = 2 : i64, split_dimension = 1 : i64}> : (tensor<4x8xf32>) -> tensor<8x4xf32>
+    "func.return"(%4, %2#0, %2#1) : (tensor<8x4xf32>, tensor<3xf32>, tensor<3xi32>) -> ()
+  }) : () -> ()
+}) : () -> ()

@@ -213,3 +213,20 @@ module attributes {mhlo.frontend_attributes = {xla.sdy.meshes = "{}"}, mhlo.num_
     return %0, %1 : tensor<2x3xi8>, tensor<ui16>
   }
 }
+// -----
+// Forms Shardy and XLA print: a barrier's attributes before its operands, mhlo.topk,
+// custom_call @Sharding and all_to_all; a broadcast_in_dim stretching a size-1 dimension.
+sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @imported_forms(%arg0: tensor<1x8xf32> {mhlo.sharding = "{devices=[1,2]<=[2]}"}, %arg1: tensor<8xf32>)
+    -> (tensor<8x4xf32>, tensor<3xf32>, tensor<3xi32>) {
+  %0:2 = stablehlo.optimization_barrier {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"a"}]>, <@mesh, [{"b"}]>]>}
+    %arg0, %arg1 : tensor<1x8xf32>, tensor<8xf32>
+  "stablehlo.optimization_barrier"() : () -> ()
+  %1 = stablehlo.broadcast_in_dim %0#0, dims = [0, 1] : (tensor<1x8xf32>) -> tensor<4x8xf32>
+  %2:2 = mhlo.topk(%0#1, k = 3, largest = true) : tensor<8xf32> -> (tensor<3xf32>, tensor<3xi32>)
+  %3 = stablehlo.custom_call @Sharding(%1) {backend_config = "", mhlo.sharding = "{devices=[2,1]<=[2]}"} :
+    (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %4 = "stablehlo.all_to_all"(%3) {concat_dimension = 0 : i64, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>,
+    split_count = 2 : i64, split_dimension = 1 : i64} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  return %4, %2#0, %2#1 : tensor<8x4xf32>, tensor<3xf32>, tensor<3xi32>
+}

@@ -51,6 +51,7 @@ from xlapy.frontends.stablehlo_ops.records import (
     TerminatorRecord,
 )
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
+from xlapy.hlo.attributes import Verbatim
 from xlapy.shapes import Shape
 from xlapy.syntax import Cursor
 
@@ -516,6 +517,7 @@ class Reader:
             for param, attrs, arg in zip(params, arg_attrs, args):
                 param.sdy_sharding = self._take_sharding(attrs, "sdy.sharding", arg.pos)
                 param.mlir.attributes = attrs
+                param.attributes.update(_hlo_sharding(attrs))
             record.terminator = self._block(function, f"function '@{name}'")
         finally:
             self.scope, self.computation = saved
@@ -724,6 +726,7 @@ class Reader:
         except (ValueError, KeyError, IndexError, AttributeError, TypeError) as e:
             raise self.error(f"bad attributes for {draft.name}: {e}", draft.pos) from None
         hlo.update(draft.hlo_attributes)
+        hlo.update(_hlo_sharding(draft.attributes))
         if rule is not None:
             hlo["sdy.sharding_rule"] = rule.value if isinstance(rule, ObjectAttr) else rule
         shape = _shape_of_results(draft.result_types, self, draft.pos)
@@ -807,6 +810,13 @@ def _dict_list(attr: Attr | None, count: int) -> list[dict[str, Attr]]:
         dicts = [dict(item.entries) if isinstance(item, DictAttr) else {} for item in attr.items]
         return dicts + [{} for _ in range(count - len(dicts))]
     return [{} for _ in range(count)]
+
+
+def _hlo_sharding(attrs: dict[str, Attr]) -> dict[str, Verbatim]:
+    """HLO's ``sharding`` attribute from ``mhlo.sharding = "{...}"`` (what JAX
+    writes without Shardy, e.g. on ``custom_call @Sharding``), kept verbatim."""
+    value = attrs.get("mhlo.sharding")
+    return {"sharding": Verbatim(value.value)} if isinstance(value, StringAttr) else {}
 
 
 def _instruction_name(opcode: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from xlapy.frontends.mlir_syntax import (
     ArrayAttr,
+    BoolAttr,
     DictAttr,
     IntegerAttr,
     StringAttr,
@@ -139,24 +140,35 @@ register(OpSpec("stablehlo.composite", "call", _parse_composite, _print_composit
                 lambda d: {"is_composite": Verbatim("true")}, elided=("name",), from_generic=_composite_callee))
 
 
-# -- optimization_barrier: `%a, %b : t1, t2` ---------------------------------------------------------
+# -- optimization_barrier: `{attrs} %a, %b : t1, t2`, or `{attrs}()` -------------------------------------
 
-def _parse_types_list(p, d: OpDraft) -> None:
+def _parse_barrier(p, d: OpDraft) -> None:
+    # MLIR writes the attributes before the operands (as Shardy prints a barrier's
+    # shardings); after them is read too, the order earlier versions of xlapy printed.
+    p.attr_dict(d)
+    p.cursor.skip_space()
+    if not p.peek("%"):
+        p.expect("(", "or a value after optimization_barrier (no operands are written '()')")
+        p.expect(")", "after '(' of an optimization_barrier without operands")
+        d.operand_types, d.result_types = [], []
+        return
     p.operands(d)
     p.attr_dict(d)
-    types = []
-    if p.eat(":"):
-        types = p.type_list()
+    p.expect(":", "before the optimization_barrier's types")
+    types = p.type_list()
     d.operand_types = list(types)
     d.result_types = list(types)
 
 
-def _print_types_list(q, instr) -> str:
+def _print_barrier(q, instr) -> str:
+    head = f"{q.op_name(instr)}{q.attr_dict(instr)}"
+    if not instr.operands:
+        return head + "()"
     types = ", ".join(str(q.value_type(o)) for o in instr.operands)
-    return f"{q.op_name(instr)} {q.uses(instr.operands)}{q.attr_dict(instr)}" + (f" : {types}" if types else "")
+    return f"{head} {q.uses(instr.operands)} : {types}"
 
 
-register(OpSpec("stablehlo.optimization_barrier", "opt-barrier", _parse_types_list, _print_types_list))
+register(OpSpec("stablehlo.optimization_barrier", "opt-barrier", _parse_barrier, _print_barrier))
 
 
 # -- ops of no operands: `stablehlo.partition_id : tensor<ui32>` --------------------------------------
@@ -241,29 +253,57 @@ register(OpSpec("stablehlo.rng", "rng", _parse_rng,
                 elided=("rng_distribution",)))
 
 
-# -- chlo.top_k: `chlo.top_k(%x, k = 3) : t -> (t, t)` ----------------------------------------------------
+# -- top k: `chlo.top_k(%x, k = 3) : t -> (t, t)`, `mhlo.topk(%x, k = 3, largest = false) : ...` ------------
+# Both are HLO's topk. XLA prints mhlo.topk when it converts HLO to MLIR; its
+# `largest` (default true) is written only when false. chlo.top_k takes the
+# largest (XLA's conversion to HLO ignores a `largest` attribute on it).
 
-def _parse_top_k(p, d: OpDraft) -> None:
-    p.expect("(", "before top_k's operand")
-    p.operand(d)
-    p.expect(",", "before 'k'")
-    expect_keyword(p.cursor, "k", "in top_k")
-    p.expect("=", "after 'k'")
-    d.attributes["k"] = IntegerAttr(read_int(p.cursor), I64)
-    p.expect(")", "after top_k's operands")
-    p.attr_dict(d)
-    p.expect(":", "before top_k's type")
-    d.operand_types = [p.type()]
-    p.expect("->", "in top_k's type")
-    p.result_type_list(d)
+def _top_k(name: str, has_largest: bool) -> None:
+    """Register a top k op; ``has_largest``: its syntax (and HLO) has ``largest``."""
+
+    def parse(p, d: OpDraft) -> None:
+        p.expect("(", "before the top k's operand")
+        p.operand(d)
+        p.expect(",", "before 'k'")
+        expect_keyword(p.cursor, "k", "in the top k")
+        p.expect("=", "after 'k'")
+        d.attributes["k"] = IntegerAttr(read_int(p.cursor), I64)
+        if has_largest and p.eat(","):
+            expect_keyword(p.cursor, "largest", f"in {name}")
+            p.expect("=", "after 'largest'")
+            start = p.cursor.pos
+            word = read_keyword(p.cursor, "true or false")
+            if word not in ("true", "false"):
+                raise p.error(f"expected true or false, got '{word}'", start)
+            d.attributes["largest"] = BoolAttr(word == "true")
+        p.expect(")", "after the top k's operands")
+        p.attr_dict(d)
+        p.expect(":", "before the top k's type")
+        d.operand_types = [p.type()]
+        p.expect("->", "in the top k's type")
+        p.result_type_list(d)
+
+    def largest(attrs: dict) -> bool:
+        return not has_largest or bool_value(attrs.get("largest", BoolAttr(True)))
+
+    def print_(q, instr) -> str:
+        attrs = q.record(instr).attributes
+        inside = f"{q.use(instr.operands[0])}, k = {int_value(attrs['k'])}"
+        if not largest(attrs):
+            inside += ", largest = false"
+        return (f"{q.op_name(instr)}({inside}){q.attr_dict(instr, elided)} : {q.value_type(instr.operands[0])} -> "
+                f"({', '.join(map(str, q.result_types(instr)))})")
+
+    def hlo(d: OpDraft) -> dict:
+        return {"k": int_value(d.attributes["k"]), "largest": Verbatim("true" if largest(d.attributes) else "false")}
+
+    elided = ("k", "largest") if has_largest else ("k",)
+    register(OpSpec(name, "topk", parse, print_, hlo, elided=elided, properties=elided,
+                    result_names=("values", "indices")))
 
 
-register(OpSpec("chlo.top_k", "topk", _parse_top_k,
-                lambda q, i: (f"{q.op_name(i)}({q.use(i.operands[0])}, k = {int_value(q.record(i).attributes['k'])})"
-                              f"{q.attr_dict(i, ('k',))} : {q.value_type(i.operands[0])} -> "
-                              f"({', '.join(map(str, q.result_types(i)))})"),
-                lambda d: {"k": int_value(d.attributes["k"]), "largest": Verbatim("true")}, elided=("k",),
-                result_names=("values", "indices")))
+_top_k("chlo.top_k", has_largest=False)
+_top_k("mhlo.topk", has_largest=True)
 
 
 def _batch_norm_hlo(d: OpDraft) -> dict:

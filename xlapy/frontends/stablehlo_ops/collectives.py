@@ -48,9 +48,21 @@ def _reduce_scatter(d: OpDraft) -> dict:
 
 
 def _all_to_all(d: OpDraft) -> dict:
+    # XLA's HLO all-to-all splits and concatenates one dimension, written
+    # `dimensions={d}`; StableHLO's may concatenate along another one. Both
+    # dimensions and the split count are kept, with `dimensions` when they agree.
     hlo = _groups(d)
-    hlo["dimensions"] = (int_value(d.attributes.get("split_dimension")),)
+    missing = [name for name in _SPLIT_CONCAT if name not in d.attributes]
+    if missing:
+        raise ValueError(f"all_to_all needs {', '.join(missing)}")
+    split, concat, count = (int_value(d.attributes[name]) for name in _SPLIT_CONCAT)
+    if split == concat:
+        hlo["dimensions"] = (split,)
+    hlo.update(split_dimension=split, concat_dimension=concat, split_count=count)
     return hlo
+
+
+_SPLIT_CONCAT = ("split_dimension", "concat_dimension", "split_count")
 
 
 def _collective_permute(d: OpDraft) -> dict:
