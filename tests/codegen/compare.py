@@ -3,7 +3,9 @@ the comparisons run on.
 
 ``max_ulp_difference`` measures how far two arrays are apart in units in the
 last place of their element type, which is how the loop-fusion acceptance is
-stated (exact ops: 0 ulp; transcendental ops: at most 1 ulp).
+stated (exact ops: 0 ulp; transcendental ops: at most 1 ulp); complex numbers
+part by part (``normwise_ulp_difference`` measures them against their
+magnitude).
 ``random_arguments`` builds one seeded input per entry parameter; it differs
 from the CLI's ``make_fake_arguments`` (which it builds on for index
 parameters and the types it does not cover) in reaching the edges of every
@@ -39,6 +41,11 @@ TRANSCENDENTAL_OPCODES = frozenset({
 
 # Every float input gets about one special value in this many elements.
 _SPECIAL_EVERY = 16
+# Complex numbers: this share of each part's values is scaled by a power of two up to 2^±_SPREAD_C64 (c64) or
+# 2^±_SPREAD_C128 (c128), so that the parts differ in magnitude (Smith's division, overflow in products, |z|).
+_SPREAD_SHARE = 0.25
+_SPREAD_C64 = 70
+_SPREAD_C128 = 600
 # Integers: this share of elements is drawn from the whole range, the rest
 # (minus the edge values) from [-_SMALL, _SMALL], so that divisors, shift
 # amounts and products also take ordinary values.
@@ -67,15 +74,12 @@ def _is_float(dtype: np.dtype) -> bool:
     return True
 
 
-def max_ulp_difference(actual: Any, expected: Any, element_type: str | np.dtype) -> int:
-    """The largest distance between corresponding elements of ``actual`` and
-    ``expected`` (arrays of ``element_type``, an HLO type name or a dtype).
+def _is_float_like(dtype: np.dtype) -> bool:
+    """Floats and complex numbers: compared in ulps, NaN matching NaN."""
+    return dtype.kind == "c" or _is_float(dtype)
 
-    Floats: the number of representable values between the two, so adjacent
-    floats are 1 apart and the largest finite number is 1 from infinity;
-    +0 and -0 count as equal, any NaN equals any NaN, and NaN against a
-    number is ``NAN_MISMATCH``. Integers: the absolute difference. pred: 0 or
-    1. Empty arrays: 0."""
+
+def _checked(actual: Any, expected: Any, element_type: str | np.dtype) -> tuple[np.ndarray, np.ndarray, np.dtype]:
     dtype = _element_dtype(element_type)
     actual, expected = np.asarray(actual), np.asarray(expected)
     for name, array in (("actual", actual), ("expected", expected)):
@@ -83,8 +87,26 @@ def max_ulp_difference(actual: Any, expected: Any, element_type: str | np.dtype)
             raise ValueError(f"{name} has dtype {array.dtype}, expected {dtype} ({element_type})")
     if actual.shape != expected.shape:
         raise ValueError(f"shapes differ: actual {actual.shape}, expected {expected.shape}")
+    return actual, expected, dtype
+
+
+def max_ulp_difference(actual: Any, expected: Any, element_type: str | np.dtype) -> int:
+    """The largest distance between corresponding elements of ``actual`` and
+    ``expected`` (arrays of ``element_type``, an HLO type name or a dtype).
+
+    Floats: the number of representable values between the two, so adjacent
+    floats are 1 apart and the largest finite number is 1 from infinity;
+    +0 and -0 count as equal, any NaN equals any NaN, and NaN against a
+    number is ``NAN_MISMATCH``. Complex numbers: the larger distance of their
+    real and imaginary parts. Integers: the absolute difference. pred: 0 or
+    1. Empty arrays: 0."""
+    actual, expected, dtype = _checked(actual, expected, element_type)
     if actual.size == 0:
         return 0
+    if dtype.kind == "c":
+        part = np.dtype(np.float32 if dtype == np.complex64 else np.float64)
+        parts = [(actual.real, expected.real), (actual.imag, expected.imag)]
+        return max(max_ulp_difference(np.ascontiguousarray(a), np.ascontiguousarray(e), part) for a, e in parts)
     if dtype == np.bool_:
         return int(np.any(actual != expected))
     if dtype.kind == "V" and not _is_float(dtype):  # sub-byte integers (ml_dtypes): as their values
@@ -106,24 +128,60 @@ def max_ulp_difference(actual: Any, expected: Any, element_type: str | np.dtype)
     return int(ulp_distance(actual[numbers], expected[numbers]).max())
 
 
+def normwise_ulp_difference(actual: Any, expected: Any, element_type: str | np.dtype) -> int:
+    """The largest distance between complex elements measured in ulps of the expected value's magnitude: the
+    larger difference of the two parts, in units of the spacing of floats at the larger expected part (rounded
+    up). Where a part is infinite or NaN, the parts are compared as ``max_ulp_difference`` does."""
+    actual, expected, dtype = _checked(actual, expected, element_type)
+    if dtype.kind != "c":
+        raise ValueError(f"normwise distances are for complex numbers, not {dtype}")
+    if actual.size == 0:
+        return 0
+    actual, expected = actual.reshape(-1), expected.reshape(-1)
+    finite = np.isfinite(actual) & np.isfinite(expected)
+    worst = max_ulp_difference(actual[~finite], expected[~finite], dtype)
+    if not finite.any():
+        return worst
+    got, want = actual[finite].astype(np.complex128), expected[finite].astype(np.complex128)
+    part = np.float32 if dtype == np.complex64 else np.float64
+    scale = np.maximum(np.abs(want.real), np.abs(want.imag)).astype(part)
+    spacing = np.spacing(scale).astype(np.float64)
+    with np.errstate(over="ignore"):
+        error = np.maximum(np.abs(got.real - want.real), np.abs(got.imag - want.imag))
+    return max(worst, int(np.ceil((error / spacing).max())) if np.isfinite(error).all() else NAN_MISMATCH)
+
+
 def _isnan(array: np.ndarray) -> np.ndarray:
     return np.isnan(array.astype(np.float32) if array.dtype.itemsize < 4 else array)
 
 
-def ulp_tolerance(module: HloModule) -> int:
-    """The ulps the compiled results of ``module`` may be off the interpreter:
-    1 when a computation the entry calls has a transcendental op, else 0."""
+def _called_instructions(module: HloModule) -> list[HloInstruction]:
+    """The instructions of every computation the entry calls (directly or not)."""
     pending = list(module.entry.called_computations())
     seen: set[int] = set()
+    found = []
     while pending:
         computation = pending.pop()
         if id(computation) in seen:
             continue
         seen.add(id(computation))
-        if any(i.opcode in TRANSCENDENTAL_OPCODES for i in computation.instructions):
-            return 1
+        found.extend(computation.instructions)
         pending.extend(computation.called_computations())
-    return 0
+    return found
+
+
+def ulp_tolerance(module: HloModule) -> int:
+    """The ulps the compiled results of ``module`` may be off the interpreter:
+    1 when a computation the entry calls has a transcendental op on real
+    numbers, else 0. (Complex power is not exact either: test_complex.py
+    compares it normwise, on arguments that keep its phase well defined.)"""
+    # On complex numbers they are the C library's functions numpy calls too, or numpy's formulas on them: exact.
+    return int(any(i.opcode in TRANSCENDENTAL_OPCODES and not _is_complex_instruction(i)
+                   for i in _called_instructions(module)))
+
+
+def _is_complex_instruction(instr: HloInstruction) -> bool:
+    return any(ELEMENT_TYPES[o.shape.element_type].is_complex for o in instr.operands)
 
 
 def result_element_types(module: HloModule) -> list[str]:
@@ -152,8 +210,8 @@ def result_names(module: HloModule) -> list[str]:
 def assert_within_ulps(actual: Any, expected: Any, module: HloModule, ulps: int, context: str = "result") -> None:
     """Assert every result array of ``module`` (``actual`` against
     ``expected``, arrays or tuples) is within ``ulps``; integers and pred must
-    match bit for bit, and so must floats when ``ulps`` is 0 (NaN payloads
-    apart: any NaN matches any NaN)."""
+    match bit for bit, and so must floats and complex numbers when ``ulps`` is
+    0 (NaN payloads apart: any NaN matches any NaN)."""
     types = result_element_types(module)
     got, want = leaves(actual), leaves(expected)
     assert len(got) == len(types), f"{context}: {len(got)} results, the module returns {len(types)}"
@@ -163,26 +221,38 @@ def assert_within_ulps(actual: Any, expected: Any, module: HloModule, ulps: int,
         where = context if len(types) == 1 else f"{context}[{i}] ({names[i]})"
         assert g.dtype == e.dtype, f"{where}: dtype {g.dtype}, expected {e.dtype} ({t})"
         assert g.shape == e.shape, f"{where}: shape {g.shape}, expected {e.shape}"
-        allowed = ulps if _is_float(g.dtype) else 0
+        allowed = ulps if _is_float_like(g.dtype) else 0
         distance = max_ulp_difference(g, e, t)
         if distance > allowed:
-            unit = " ulp" if _is_float(g.dtype) else ""
+            unit = " ulp" if _is_float_like(g.dtype) else ""
             raise AssertionError(f"{where}: {_first_mismatch(g, e, allowed)}; max difference "
                                  f"{'NaN vs number' if distance == NAN_MISMATCH else f'{distance}{unit}'}, "
                                  f"allowed {allowed}")
-        if allowed == 0 and _is_float(g.dtype):
+        if allowed == 0 and _is_float_like(g.dtype):
             # Exact means the sign of zero too (negate, sign, min/max, round give -0).
-            zeros = (bits(g) != bits(e)) & ~_isnan(g) & ~_isnan(e)
-            if zeros.any():
-                index = tuple(int(i) for i in np.argwhere(zeros)[0])
-                raise AssertionError(f"{where}: {int(zeros.sum())} zeros of the wrong sign; first at {index}: got "
-                                     f"{g[index]!r}, expected {e[index]!r}")
+            for got_part, want_part in _parts(g, e):
+                zeros = (bits(got_part) != bits(want_part)) & ~_isnan(got_part) & ~_isnan(want_part)
+                if zeros.any():
+                    index = tuple(int(i) for i in np.argwhere(zeros)[0])
+                    raise AssertionError(f"{where}: {int(zeros.sum())} zeros of the wrong sign; first at {index}: "
+                                         f"got {g[index]!r}, expected {e[index]!r}")
+
+
+def _parts(got: np.ndarray, expected: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The float arrays to compare: the arrays, or the real and imaginary parts of complex ones."""
+    if got.dtype.kind != "c":
+        return [(got, expected)]
+    return [(np.ascontiguousarray(got.real), np.ascontiguousarray(expected.real)),
+            (np.ascontiguousarray(got.imag), np.ascontiguousarray(expected.imag))]
 
 
 def _first_mismatch(got: np.ndarray, expected: np.ndarray, allowed: int) -> str:
     """Where and how ``got`` first differs from ``expected`` by more than ``allowed``."""
     flat_got, flat_expected = got.reshape(-1), expected.reshape(-1)
-    if _is_float(got.dtype):
+    if got.dtype.kind == "c":
+        far = np.array([max_ulp_difference(flat_got[k:k + 1], flat_expected[k:k + 1], got.dtype) > allowed
+                        for k in range(flat_got.size)], bool)
+    elif _is_float(got.dtype):
         nan_got, nan_expected = _isnan(flat_got), _isnan(flat_expected)
         far = nan_got != nan_expected
         numbers = ~(nan_got | nan_expected)
@@ -193,7 +263,15 @@ def _first_mismatch(got: np.ndarray, expected: np.ndarray, allowed: int) -> str:
     index = tuple(int(i) for i in np.unravel_index(positions[0], got.shape))
     g, e = flat_got[positions[0]], flat_expected[positions[0]]
     return (f"{len(positions)} of {got.size} elements differ; first at {index}: got {g!r} "
-            f"(bits {int(bits(np.asarray(g))):#x}), expected {e!r} (bits {int(bits(np.asarray(e))):#x})")
+            f"(bits {_bits_text(g)}), expected {e!r} (bits {_bits_text(e)})")
+
+
+def _bits_text(value: Any) -> str:
+    """The bits of one element in hex (of each part for complex numbers)."""
+    value = np.asarray(value)
+    if value.dtype.kind == "c":
+        return ", ".join(_bits_text(part) for part in (value.real, value.imag))
+    return f"{int(bits(value)):#x}"
 
 
 # -- random arguments ----------------------------------------------------------
@@ -210,8 +288,14 @@ def _float_specials(dtype: np.dtype) -> np.ndarray:
 
 
 def _random_float(shape: tuple[int, ...], dtype: np.dtype, random: np.random.Generator, scale: float,
-                  specials: bool) -> np.ndarray:
-    values = np.asarray(random.standard_normal(shape) * scale).astype(dtype)
+                  specials: bool, spread: int = 0) -> np.ndarray:
+    """Standard normal values times ``scale``; with ``spread``, a quarter of them also times 2^k, k uniform in
+    [-spread, spread]; then the special values."""
+    values = np.asarray(random.standard_normal(shape) * scale)
+    if spread:
+        exponents = np.where(random.random(shape) < _SPREAD_SHARE, random.integers(-spread, spread + 1, shape), 0)
+        values = np.ldexp(values, exponents)
+    values = values.astype(dtype)
     # Arrays of fewer than 4 elements (scalars among them) keep ordinary values.
     if specials and values.size >= 4:
         flat = values.reshape(-1)
@@ -278,9 +362,9 @@ def random_argument(shape: Shape, random: np.random.Generator, *, scale: float =
     if element.kind is TypeKind.FLOAT:  # 8- and 4-bit floats: every bit pattern (NaN, inf, subnormals) is likely
         return random.integers(0, 1 << element.bit_width, dims, dtype=np.uint8).view(element.dtype)
     if element.is_complex:
-        part = np.float32 if element.bit_width == 64 else np.float64
-        real = _random_float(dims, np.dtype(part), random, scale, specials)
-        imag = _random_float(dims, np.dtype(part), random, scale, specials)
+        part, spread = (np.float32, _SPREAD_C64) if element.bit_width == 64 else (np.float64, _SPREAD_C128)
+        real = _random_float(dims, np.dtype(part), random, scale, specials, spread if specials else 0)
+        imag = _random_float(dims, np.dtype(part), random, scale, specials, spread if specials else 0)
         value = np.empty(dims, element.dtype)
         value.real, value.imag = real, imag
         return value
@@ -301,7 +385,8 @@ def random_arguments(module: HloModule, seed: int, *, scale: float = 1.0,
     1, -1 or 2) placed once each where there is room (one of them
     otherwise). Sub-byte integers: their whole range. 8- and 4-bit floats:
     random bit patterns (all their special values). Complex numbers: real
-    and imaginary parts as floats of their width. Parameters a gather or
+    and imaginary parts as floats of their width, a quarter of each part's
+    values scaled by powers of two far from 1. Parameters a gather or
     dynamic slice (fused or not) reads as indices: integers from -2 to 2
     past the largest valid start. Everything else (pred) as the CLI's
     ``xlapy run`` draws it."""

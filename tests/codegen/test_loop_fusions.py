@@ -196,8 +196,10 @@ UNSUPPORTED = {
                            "f32[4,3]"), "dot"),
     "reduce-precision": (_single_fusion(["f8e4m3fn[8]"], ["ROOT r = f8e4m3fn[8] reduce-precision(p0), exponent_bits=2, "
                                                           "mantissa_bits=1"], "f8e4m3fn[8]"), "reduce-precision"),
-    "complex": (_single_fusion(["c64[8]"], ["ROOT e = c64[8] exponential(p0)"], "c64[8]"), "c64"),
-    "complex128": (_single_fusion(["c128[8]", "c128[8]"], ["ROOT s = c128[8] add(p0, p1)"], "c128[8]"), "c128"),
+    # Complex numbers have no order.
+    "complex": (_single_fusion(["c64[8]", "c64[8]"], ["ROOT m = c64[8] maximum(p0, p1)"], "c64[8]"), "maximum.*c64"),
+    "complex128": (_single_fusion(["c128[8]", "c128[8]"], ["ROOT lt = pred[8] compare(p0, p1), direction=LT"],
+                                  "pred[8]"), "LT on c128"),
     # Sub-byte integers are supported one per byte; packed (E(4)) layouts are not.
     "packed_s4": (_single_fusion(["s4[16]{0:E(4)}"], ["ROOT n = s4[16]{0:E(4)} negate(p0)"], "s4[16]{0:E(4)}"),
                   r"E\(4\)"),

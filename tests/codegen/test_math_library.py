@@ -225,6 +225,24 @@ def test_vector_form_matches_scalar_form(op: str, dtype: type) -> None:
         assert scalar.tobytes() == vector.tobytes(), f"{op} {dtype.name} with {lanes} lanes"
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("op", ["sin", "cos", "tan"])
+def test_wide_trig_vectors_gather_the_reduction_table(op: str, dtype: type) -> None:
+    """At 64 lanes (the CPU's gelu-sized vectors) the Payne-Hanek reduction reads its table with one masked gather
+    per piece instead of one load per lane, which kept LLVM busy for seconds; the results are the scalar form's,
+    huge arguments (where the table is used) included."""
+    dtype = np.dtype(dtype)
+    (sampled,) = sample(op, dtype, 20_000)
+    rng = np.random.default_rng(1)
+    huge = (rng.uniform(1, 2, 4096) * 2.0 ** rng.integers(20, 127 if dtype == np.float32 else 1023, 4096))
+    args = np.concatenate([sampled, huge.astype(dtype)])
+    wide = compiled(op, dtype, 1, 64)
+    assert wide(args).tobytes() == compiled(op, dtype, 1)(args).tobytes()
+    text = wide.optimized_ir
+    assert len(re.findall(r"call <64 x double> @llvm\.masked\.gather\.v64f64", text)) == 4
+    assert not re.search(r"= load double, ptr", text)  # no lane loaded on its own
+
+
 def test_vector_function_name_and_type() -> None:
     module = ir.Module()
     v16 = ir.VectorType(ir.FloatType(), 16)

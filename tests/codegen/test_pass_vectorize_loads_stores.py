@@ -170,12 +170,6 @@ def test_unsuitable_loops_stay_scalar(size: int, tensor: str) -> None:
     assert vector_ops(vectorize(text)) == []
 
 
-def test_pred_tensors_stay_scalar() -> None:
-    body = COPY.replace("tensor<64xf32>", "tensor<64xi1>")
-    text = _loop("(d0)[s0] -> (d0 * 4 + s0), domain: d0 in [0, 15], s0 in [0, 3]", body, tensor="tensor<64xi1>")
-    assert vector_ops(vectorize(text)) == []
-
-
 def test_induction_variable_as_index() -> None:
     module = vectorize(
         """

@@ -5,7 +5,9 @@ One rule per opcode in ``ELEMENTAL`` (``rule(em, instr, indices) -> value``).
 Index-only ops (transpose, broadcast, reshape, bitcast, slice, reverse, copy)
 apply their output-to-input indexing map with ``xla.apply_indexing`` and emit
 the operand at the indices it gives. Arithmetic rules are in
-``elemental_arith``.
+``elemental_arith``. An instruction with a complex operand or result takes its
+rule from ``COMPLEX_ELEMENTAL`` (``elemental_complex``), unless it only moves
+elements (``ANY_ELEMENT_TYPE``).
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from xdsl.builder import Builder
 from xdsl.dialects import arith, func, scf, tensor
-from xdsl.dialects.builtin import Float32Type, FloatAttr, IndexType, IntegerAttr, IntegerType
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.dialects import complex as complex_dialect
+from xdsl.dialects.builtin import ArrayAttr, ComplexType, Float32Type, FloatAttr, IndexType, IntegerAttr, IntegerType
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from xlapy.codegen.dialect import ApplyIndexingOp, PureCallOp
 from xlapy.codegen.partitioner import PartitionedComputation, Subgraph
-from xlapy.codegen.types import element_type, is_narrow_float, is_unsigned, tensor_type
+from xlapy.codegen.types import element_type, is_complex, is_narrow_float, is_unsigned, tensor_type
 from xlapy.errors import UnimplementedError
 from xlapy.hlo.ir import HloInstruction
 from xlapy.indexing import IndexingMap
@@ -33,6 +36,14 @@ Rule = Callable[["FunctionEmitter", HloInstruction, Indices], SSAValue]
 
 ELEMENTAL: dict[str, Rule] = {}
 elemental_rule = registrar(ELEMENTAL, "elemental rule")
+# The rules of instructions with a complex operand or result.
+COMPLEX_ELEMENTAL: dict[str, Rule] = {}
+complex_rule = registrar(COMPLEX_ELEMENTAL, "complex elemental rule")
+# Opcodes whose ``ELEMENTAL`` rule only moves or chooses elements: it applies to complex elements too.
+ANY_ELEMENT_TYPE = frozenset({
+    "broadcast", "transpose", "reshape", "bitcast", "slice", "reverse", "copy", "constant", "pad", "concatenate",
+    "dynamic-slice", "gather", "select",
+})  # fmt: skip
 
 
 class FunctionEmitter:
@@ -59,7 +70,7 @@ class FunctionEmitter:
         return self._constant(IntegerAttr(value, IndexType()))
 
     def constant(self, value, type_name: str) -> SSAValue:
-        """A scalar constant of HLO element type ``type_name``."""
+        """A scalar constant of HLO element type ``type_name`` (a ``complex.constant`` for c64 and c128)."""
         mlir_type = element_type(type_name)
         if isinstance(mlir_type, IntegerType):
             width = mlir_type.width.data
@@ -67,9 +78,14 @@ class FunctionEmitter:
             if width > 1 and as_int >= 1 << (width - 1):
                 as_int -= 1 << width
             return self._constant(IntegerAttr(as_int, mlir_type, truncate_bits=True))
+        if isinstance(mlir_type, ComplexType):
+            value = complex(value)
+            parts = ArrayAttr([FloatAttr(value.real, mlir_type.element_type),
+                               FloatAttr(value.imag, mlir_type.element_type)])
+            return self._constant(parts, lambda: complex_dialect.ConstantOp(parts, mlir_type))
         return self._constant(FloatAttr(float(value), mlir_type))
 
-    def _constant(self, attr: Attribute) -> SSAValue:
+    def _constant(self, attr: Attribute, make: Callable[[], Operation] | None = None) -> SSAValue:
         # Constants go to the function's entry block, once each, so that
         # values used inside scf.if regions dominate their uses.
         key = (type(attr), str(attr))
@@ -78,12 +94,12 @@ class FunctionEmitter:
             entry = self.builder.insertion_point.block
             while entry.parent_op() is not None and not isinstance(entry.parent_op(), func.FuncOp):
                 entry = entry.parent_op().parent_block()
-            op = arith.ConstantOp(attr)
+            op = make() if make is not None else arith.ConstantOp(attr)
             if entry.first_op is None:
                 entry.add_op(op)
             else:
                 entry.insert_op_before(op, entry.first_op)
-            found = self._constants[key] = op.result
+            found = self._constants[key] = op.results[0]
         return found
 
     def to_index(self, value: SSAValue, type_name: str) -> SSAValue:
@@ -117,11 +133,7 @@ class FunctionEmitter:
         elif self.partitioned.subgraph_of.get(instr, self.subgraph) is not self.subgraph:
             value = self._call(instr, indices)
         else:
-            rule_ = ELEMENTAL.get(instr.opcode)
-            if rule_ is None:
-                raise UnimplementedError(
-                    f"{instr.opcode} ({instr.name}) is not supported inside a loop fusion by the code generator")
-            value = rule_(self, instr, indices)
+            value = _rule(instr)(self, instr, indices)
         self._values[key] = value
         return value
 
@@ -154,6 +166,22 @@ class FunctionEmitter:
             self.builder, self._values, self._calls = saved, saved_values, saved_calls
             regions.append(Region(block))
         return self.insert(scf.IfOp(condition, [result_type], regions[0], regions[1])).results[0]
+
+
+def _rule(instr: HloInstruction) -> Rule:
+    complex_type = next((t for t in (*(o.shape.element_type for o in instr.operands), instr.shape.element_type)
+                         if is_complex(t)), None)
+    if complex_type is not None and instr.opcode not in ANY_ELEMENT_TYPE:
+        rule_ = COMPLEX_ELEMENTAL.get(instr.opcode)
+        if rule_ is None:
+            raise UnimplementedError(f"{instr.opcode} ({instr.name}) on {complex_type} is not supported inside a "
+                                     f"loop fusion by the code generator")
+        return rule_
+    rule_ = ELEMENTAL.get(instr.opcode)
+    if rule_ is None:
+        raise UnimplementedError(
+            f"{instr.opcode} ({instr.name}) is not supported inside a loop fusion by the code generator")
+    return rule_
 
 
 def array_constants(partitioned: PartitionedComputation) -> list[HloInstruction]:

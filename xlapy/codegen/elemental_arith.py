@@ -9,6 +9,7 @@ the backend performs in f32 with a rounding after every op, as XLA does. The
 (``arith.extf``) before each op and its result rounded back (``arith.truncf``),
 as XLA and the interpreter (ml_dtypes) compute them; sub-byte integers are
 computed in their own width (i2, i4), wrapping as the interpreter does.
+Instructions on complex numbers have their rules in ``elemental_complex``.
 """
 
 from __future__ import annotations
@@ -152,6 +153,16 @@ def _sign(em, instr, operands):
     negative = em.insert(arith.CmpiOp(x, zero, "slt")).result
     minus = em.insert(arith.ExtUIOp(negative, x.type)).result
     return em.insert(arith.SubiOp(as_int, minus)).result
+
+
+@_elementwise("real")
+def _real(em, instr, operands):
+    return operands[0]  # of a real number (complex numbers have their own rule)
+
+
+@_elementwise("imag")
+def _imag(em, instr, operands):
+    return _const_like(em, 0.0, _type_name(instr))
 
 
 @_elementwise("not")
@@ -442,3 +453,7 @@ def _bits(name: str) -> int:
     from xlapy.shapes import ELEMENT_TYPES
 
     return ELEMENT_TYPES[name].bit_width
+
+
+# The complex rules (they use ``convert``): importing them here registers them with the arithmetic rules.
+from xlapy.codegen import elemental_complex  # noqa: E402, F401

@@ -18,6 +18,10 @@ from xlapy.indexing.indexing_map import Variable
 from xlapy.indexing.interval import Interval
 from xlapy.shapes import ELEMENT_TYPES, Shape
 
+# The entry function's attribute naming the backend a kernel is emitted for (as in XLA), e.g. "cpu": there a
+# thread's vector is SIMD lanes, which the CPU passes keep as vectors instead of unrolling them.
+BACKEND_KIND = "xla.backend_kind"
+
 
 @dataclass(frozen=True)
 class Device:
@@ -33,6 +37,9 @@ class Device:
     # many), so that no thread falls outside the output and the bounds check goes away (the CPU's blocks are
     # units of work of any size).
     exact_blocks: bool = False
+    # Vectors of a fusion reading operands through broadcasts stay within one row of the innermost dimension
+    # (the CPU's vectors are SIMD lanes: such reads are then one element or consecutive elements per vector).
+    rows_hold_vectors: bool = False
 
     @staticmethod
     def gpu() -> Device:
@@ -49,7 +56,7 @@ class Device:
         features = llvm.get_host_cpu_features()
         vector_bytes = 64 if features.get("avx512f") else 32 if features.get("avx2") else 16
         return Device("cpu", threads_per_block=1024 // (vector_bytes // 4), vector_bytes=vector_bytes,
-                      max_vector=64, exact_blocks=True)
+                      max_vector=64, exact_blocks=True, rows_hold_vectors=True)
 
     def widened(self, registers: int) -> Device:
         """This device with a thread's vector covering ``registers`` SIMD
@@ -77,16 +84,21 @@ class LaunchDimensions:
         return self.threads_per_block * self.vector_size
 
 
-def loop_launch_dimensions(shape: Shape, device: Device) -> LaunchDimensions:
+def loop_launch_dimensions(shape: Shape, device: Device, within_rows: bool = False) -> LaunchDimensions:
     """Threads, blocks and vector size of a loop fusion writing ``shape``.
 
     The vector covers ``vector_bytes`` of the widest element computed (at
     least 4 bytes: narrow floats are computed in f32), and must divide the
-    element count so that no vector straddles the end."""
+    element count so that no vector straddles the end; with ``within_rows``,
+    also the innermost (physical) dimension, so that none straddles two rows."""
     count = math.prod(shape.dimensions)
+    row = count
+    if within_rows and shape.dimensions:
+        minor_to_major = shape.layout.minor_to_major if shape.layout is not None else (len(shape.dimensions) - 1,)
+        row = shape.dimensions[minor_to_major[0]]
     bits = max(32, ELEMENT_TYPES[shape.element_type].bit_width)
     vector = max(1, min(device.max_vector, device.vector_bytes * 8 // bits))
-    while vector > 1 and count % vector:
+    while vector > 1 and (count % vector or row % vector):
         vector //= 2
     threads = min(device.threads_per_block, max(1, -(-count // vector)))
     if device.exact_blocks and count % (threads * vector):

@@ -1,6 +1,6 @@
 """MLIR text in and out: ``parse_mlir`` reads a module written with the
-dialects codegen uses (builtin, func, arith, math, scf, tensor, vector, gpu,
-llvm, xla); ``print_mlir`` prints one, optionally with ``#map`` aliases for
+dialects codegen uses (builtin, func, arith, math, complex, scf, tensor,
+vector, gpu, llvm, xla); ``print_mlir`` prints one, optionally with ``#map`` aliases for
 the indexing maps as XLA's dumps (SPEC.md [A71]-[A78]) show them."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from xdsl.context import Context
 from xdsl.dialects import arith, gpu
 from xdsl.dialects.arith import Arith
 from xdsl.dialects.builtin import Builtin, IndexType, ModuleOp, VectorType
+from xdsl.dialects.complex import Complex
 from xdsl.dialects.func import Func
 from xdsl.dialects.llvm import LLVM
 from xdsl.dialects.math import Math
@@ -114,7 +115,7 @@ for _op in _VECTOR_ELEMENTWISE:
 def make_context() -> Context:
     """A context with every dialect codegen's IR uses."""
     ctx = Context()
-    for dialect in (Builtin, Func, Arith, Math, Scf, Tensor, Vector, GPU, LLVM, XLA):
+    for dialect in (Builtin, Func, Arith, Math, Complex, Scf, Tensor, Vector, GPU, LLVM, XLA):
         ctx.load_dialect(dialect)
     return ctx
 

@@ -3,8 +3,9 @@ emitter → MLIR passes → LLVM → native code, with the MLIR written after ea
 pass whose name matches the dump regex.
 
 The GPU runs XLA's passes (``default_passes``). The CPU (``cpu_passes``) maps
-``vector_index`` onto SIMD lanes: it unrolls every loop over vector lanes and
-turns the lanes back into vector ops (``vectorize-lanes``). A fusion whose
+``vector_index`` onto SIMD lanes: a loop over vector lanes that can become
+vector code stays rolled and ``vectorize-lanes`` turns it into vector ops; the
+other lane loops are unrolled. A fusion whose
 lanes would not all become vector code (gathers, pad and concatenate with
 ``scf.if``, outputs that are not written as vectors) is compiled again with one
 element per thread (``Device.scalar``), where LLVM's loop vectorizer
@@ -29,6 +30,7 @@ from xlapy.codegen.passes.canonicalize import CanonicalizePass
 from xlapy.codegen.passes.flatten_tensors import FlattenTensorsPass
 from xlapy.codegen.passes.inline import InlinePass
 from xlapy.codegen.passes.lower_apply_indexing import LowerApplyIndexingPass
+from xlapy.codegen.passes.lower_complex import LowerComplexPass
 from xlapy.codegen.passes.lower_loops_to_scf import LowerLoopsToScfPass
 from xlapy.codegen.passes.lower_tensors import LowerTensorsPass
 from xlapy.codegen.passes.simplify_arith import SimplifyArithPass
@@ -57,12 +59,13 @@ def default_passes() -> list[ModulePass]:
     ]
 
 
-# Loops over vector lanes are unrolled whatever their body's size on the CPU (at most 64 lanes).
+# On the CPU, lane loops that do not become vector ops are unrolled whatever their body's size (at most 64 lanes).
 CPU_MAX_UNROLLED_COST = 1 << 20
 
 
 def cpu_passes() -> list[ModulePass]:
-    """``default_passes`` with every loop over vector lanes unrolled, and the lanes turned into vector ops once
+    """``default_passes`` with the lane loops that do not vectorize unrolled, complex arithmetic lowered to its parts
+    (before ``canonicalize``, which would fold complex ops in Python), and the lanes turned into vector ops once
     the index arithmetic is lowered and simplified (before ``lower-tensors``)."""
     return [
         InlinePass(),
@@ -72,6 +75,7 @@ def cpu_passes() -> list[ModulePass]:
         VectorizeLoadsStoresPass(),
         UnrollLoopsPass(max_unrolled_cost=CPU_MAX_UNROLLED_COST),
         LowerApplyIndexingPass(),
+        LowerComplexPass(),
         CommonSubexpressionElimination(),
         CanonicalizePass(),
         VectorizeLanesPass(),

@@ -1,11 +1,13 @@
 """HLO element types and shapes as MLIR types, as XLA's emitters spell them:
-signless integers (the op picks the signedness), ``i1`` for pred, tensors
-with an ``#xla.layout`` encoding when the layout is not row-major."""
+signless integers (the op picks the signedness), ``i1`` for pred,
+``complex<f32>`` / ``complex<f64>`` for c64 / c128, tensors with an
+``#xla.layout`` encoding when the layout is not row-major."""
 
 from __future__ import annotations
 
 from xdsl.dialects.builtin import (
     BFloat16Type,
+    ComplexType,
     Float4E2M1FNType,
     Float8E3M4Type,
     Float8E4M3B11FNUZType,
@@ -36,12 +38,16 @@ NARROW_FLOATS: dict[str, type] = {
 _FLOATS: dict[str, type] = {
     "f16": Float16Type, "bf16": BFloat16Type, "f32": Float32Type, "f64": Float64Type, **NARROW_FLOATS,
 }  # fmt: skip
+# The complex types and the float type of their parts.
+_COMPLEX_PARTS: dict[str, str] = {"c64": "f32", "c128": "f64"}
 
 
 def element_type(name: str, what: str = "") -> Attribute:
     """The MLIR type of HLO element type ``name``."""
     if name in _FLOATS:
         return _FLOATS[name]()
+    if name in _COMPLEX_PARTS:
+        return ComplexType(_FLOATS[_COMPLEX_PARTS[name]]())
     info = ELEMENT_TYPES.get(name)
     if info is not None and info.kind is TypeKind.PRED:
         return IntegerType(1)
@@ -58,6 +64,15 @@ def is_unsigned(name: str) -> bool:
 
 def is_float(name: str) -> bool:
     return name in _FLOATS
+
+
+def is_complex(name: str) -> bool:
+    return name in _COMPLEX_PARTS
+
+
+def part_type(name: str) -> str:
+    """The float type of the real and imaginary parts of the complex type ``name``."""
+    return _COMPLEX_PARTS[name]
 
 
 def is_narrow_float(name: str) -> bool:

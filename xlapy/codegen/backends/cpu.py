@@ -33,6 +33,10 @@ Semantics choices:
   division overflows), and x / 0 = -1 (all ones), x % 0 = x, MIN / -1 = MIN, MIN % -1 = 0 (XLA's semantics).
 - `math.*` transcendentals call the always-inline functions of `math_library.math_function`; `arith.remf`
   is LLVM's `frem` (lowered by LLVM to a call of `fmod`/`fmodf`, resolved in the process's libm).
+- Complex numbers (`complex<f32>`, `complex<f64>`, and `!llvm.struct` of two floats in memory) are the LLVM
+  struct {re, im}; `lower-complex` leaves only their construction, parts, selects and calls. Functions declared
+  without a body (`cexpf`, `hypotf`, ...) are the C library's, resolved in the process like `fmod`; complex
+  numbers cross those calls as C passes them (on x86-64, a float complex is one `<2 x float>`).
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from xdsl.dialects import arith, func, gpu, scf, vector
 from xdsl.dialects import llvm as xllvm
 from xdsl.dialects.builtin import (
     BFloat16Type,
+    ComplexType,
     DenseIntOrFPElementsAttr,
     Float4E2M1FNType,
     Float8E3M4Type,
@@ -159,6 +164,10 @@ def llvm_type(attr: Attribute) -> ir.Type:
         if len(shape) != 1:
             raise UnimplementedError(f"cpu backend: {attr} (only 1-D vectors)")
         return ir.VectorType(llvm_type(attr.element_type), shape[0])
+    if isinstance(attr, ComplexType):
+        return ir.LiteralStructType([llvm_type(attr.element_type)] * 2)
+    if isinstance(attr, xllvm.LLVMStructType):
+        return ir.LiteralStructType([llvm_type(t) for t in attr.types])
     scalar = _SCALAR_TYPES.get(type(attr))
     if scalar is None:
         raise UnimplementedError(f"cpu backend: type {attr}")
@@ -844,6 +853,58 @@ def _math_library_op(t: _Translator, op: Operation) -> None:
     t.set(op, t.narrow(t.b.call(fn, args), llvm_type(op.results[0].type)))
 
 
+# complex numbers: {re, im} structs
+
+
+@_lowers("complex.constant")
+def _complex_constant(t: _Translator, op: Operation) -> None:
+    struct = llvm_type(op.results[0].type)
+    t.set(op, ir.Constant(struct, [_constant(e, v.value.data) for e, v in zip(struct.elements, op.value.data)]))
+
+
+@_lowers("complex.create")
+def _complex_create(t: _Translator, op: Operation) -> None:
+    struct = llvm_type(op.results[0].type)
+    real, imag = t.args(op)
+    t.set(op, t.b.insert_value(t.b.insert_value(ir.Constant(struct, ir.Undefined), real, 0), imag, 1))
+
+
+@_lowers("complex.re", "complex.im")
+def _complex_part(t: _Translator, op: Operation) -> None:
+    t.set(op, t.b.extract_value(t.get(op.operands[0]), 0 if op.name == "complex.re" else 1))
+
+
+@_lowers("builtin.unrealized_conversion_cast")
+def _unrealized_cast(t: _Translator, op: Operation) -> None:
+    """Between a complex number and the struct it is in memory: the same LLVM value."""
+    (x,) = t.args(op)
+    if x.type != llvm_type(op.results[0].type):
+        raise UnimplementedError(f"cpu backend: cast from {op.operands[0].type} to {op.results[0].type}")
+    t.set(op, x)
+
+
+def _c_type(t: ir.Type) -> ir.Type:
+    """How the C ABI passes an LLVM value: on x86-64 a float complex ({float, float}) is packed in one SSE
+    register, `<2 x float>`; everything else (double complex: two registers) as it is."""
+    if isinstance(t, ir.LiteralStructType) and list(t.elements) == [F32, F32] and _host()[0].startswith("x86_64"):
+        return ir.VectorType(F32, 2)
+    return t
+
+
+def _repack(t: _Translator, value: ir.Value, target: ir.Type) -> ir.Value:
+    """`value` as `target`: the same two floats as a struct or a vector."""
+    if value.type == target:
+        return value
+    packed = ir.Constant(target, ir.Undefined)
+    for k in range(2):
+        index = _constant(I32, k)
+        part = t.b.extract_value(value, k) if isinstance(value.type, ir.LiteralStructType) else \
+            t.b.extract_element(value, index)
+        packed = t.b.insert_value(packed, part, k) if isinstance(target, ir.LiteralStructType) else \
+            t.b.insert_element(packed, part, index)
+    return packed
+
+
 # vector
 
 
@@ -1016,7 +1077,13 @@ def _gpu_id(t: _Translator, op: Operation) -> None:
 @_lowers("func.call")
 def _call(t: _Translator, op: func.CallOp) -> None:
     fn = t.module.globals[op.callee.string_value()]
-    result = t.b.call(fn, t.args(op))
+    args = t.args(op)
+    if fn.linkage != "internal":  # a C function
+        args = [_repack(t, a, c) for a, c in zip(args, fn.function_type.args)]
+        result = t.b.call(fn, args)
+        t.set(op, *([_repack(t, result, llvm_type(op.results[0].type))] if op.results else []))
+        return
+    result = t.b.call(fn, args)
     if len(op.results) > 1:
         t.set(op, *(t.b.extract_value(result, i) for i in range(len(op.results))))
     else:
@@ -1096,6 +1163,9 @@ def _declare(module: ir.Module, function: func.FuncOp) -> ir.Function:
     inputs = [llvm_type(t) for t in function.function_type.inputs.data]
     outputs = [llvm_type(t) for t in function.function_type.outputs.data]
     result = ir.VoidType() if not outputs else outputs[0] if len(outputs) == 1 else ir.LiteralStructType(outputs)
+    if not function.body.blocks:  # a function of the C library (see `_call`)
+        c_function = ir.FunctionType(_c_type(result), [_c_type(t) for t in inputs])
+        return ir.Function(module, c_function, name=function.sym_name.data)
     fn = ir.Function(module, ir.FunctionType(result, inputs), name=function.sym_name.data)
     fn.linkage = "internal"
     fn.attributes.add("alwaysinline")
@@ -1152,7 +1222,9 @@ def _emit_loops(t: _Translator, function: func.FuncOp, threads: int) -> None:
     th.add_incoming(next_th, b.block)
     block_latch = kernel.append_basic_block("block.latch")
     latch = b.cbranch(b.icmp_signed("<", next_th, _constant(I64, threads)), thread_header, block_latch)
-    if t.scalar_lanes:  # a vectorized body is already SIMD code; the loop vectorizer leaves it alone anyway
+    # A vectorized body is already SIMD code; the loop vectorizer cannot widen complex numbers (LLVM structs).
+    has_complex = any(isinstance(r.type, ComplexType) for op in function.walk() for r in op.results)
+    if t.scalar_lanes and not has_complex:
         latch.set_metadata("llvm.loop", _loop_metadata(t.module, _thread_loop_width(function)))
     b.position_at_end(block_latch)
     bl.add_incoming(b.add(bl, _constant(I64, 1), name="bl.next"), block_latch)

@@ -6,8 +6,9 @@ names (`MATH_OPS`), plus `logistic` (1 / (1 + e^-x)) and `rsqrt`.
 
 Every function is straight-line code: no branches (all cases are computed and chosen with `select`), no calls but
 LLVM intrinsics that lower to instructions (fma, fmuladd, fabs, floor, roundeven, sqrt, copysign); the only memory
-access is a constant table for f64 sin/cos/tan of huge arguments (a gather once vectorized). After inlining into a
-loop, LLVM's loop vectorizer widens them (<8 x double> on AVX-512).
+access is a constant table for sin/cos/tan of huge arguments (read with a masked gather in the vector forms: a load
+per lane would be hundreds of instructions at 64 lanes). After inlining into a loop, LLVM's loop vectorizer widens
+the scalar forms (<8 x double> on AVX-512).
 
 f32 arguments (and f16/bf16, extended to f32 first) are computed in f64 and rounded once, with a relative error
 of ~1e-16 (far below the 2^-45 at which the single rounding would often differ from the f64 result's): the results

@@ -7,14 +7,20 @@ from __future__ import annotations
 
 from xdsl.builder import Builder
 from xdsl.dialects import func, tensor
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Region
 from xdsl.rewriter import InsertPoint
 
 import xlapy.codegen.elemental_arith  # noqa: F401  (registers the arithmetic rules)
 from xlapy.codegen.dialect import BlockIdOp, LoopOp, PureCallOp, ThreadIdOp, YieldOp
 from xlapy.codegen.elemental import buffer_arguments, emit_subgraph_function
-from xlapy.codegen.launch import Device, LaunchDimensions, loop_launch_dimensions, thread_id_to_output_map
+from xlapy.codegen.launch import (
+    BACKEND_KIND,
+    Device,
+    LaunchDimensions,
+    loop_launch_dimensions,
+    thread_id_to_output_map,
+)
 from xlapy.codegen.partitioner import PartitionedComputation, computation_roots, partition
 from xlapy.codegen.types import element_type, tensor_type
 from xlapy.errors import UnimplementedError
@@ -34,10 +40,20 @@ def emit_loop_fusion(fusion: HloInstruction, device: Device) -> tuple[ModuleOp, 
         if root.shape.layout != output_shape.layout and root.shape.layout is not None and output_shape.layout:
             raise UnimplementedError(f"multi-output fusion {fusion.name} with outputs of different layouts")
     partitioned = partition(computation)
-    launch = loop_launch_dimensions(output_shape, device)
+    within_rows = device.rows_hold_vectors and _reads_through_broadcasts(fusion)
+    launch = loop_launch_dimensions(output_shape, device, within_rows)
     functions = [emit_subgraph_function(partitioned, s) for s in partitioned.subgraphs]
     entry = _entry_function(partitioned, fusion, launch)
+    if device.name == "cpu":
+        entry.attributes[BACKEND_KIND] = StringAttr(device.name)
     return ModuleOp([entry, *functions]), launch
+
+
+def _reads_through_broadcasts(fusion: HloInstruction) -> bool:
+    """Whether the fused computation broadcasts an array (not a scalar): the elements it reads repeat with the
+    output's rows."""
+    return any(i.opcode == "broadcast" and i.operands[0].shape.dimensions
+               for i in fusion.fused_computation.instructions)
 
 
 def _entry_function(partitioned: PartitionedComputation, fusion: HloInstruction,

@@ -10,15 +10,19 @@ or `vector.transfer_write` — is a new *version* of exactly one function argume
   `tensor.insert` to the same address computation + `llvm.store`; `pred` (i1) and sub-byte integer (i2, i4)
   elements are bytes in memory, so they are loaded as i8 and truncated (`arith.trunci`, `llvm.trunc` for
   vectors) and zero-extended before a store (as ml_dtypes stores them: the value's bits, zeros above);
+  complex elements are `!llvm.struct<(f32, f32)>` (`f64` for complex<f64>) in memory, the real part first as in
+  numpy's complex arrays: the loaded struct becomes a complex value through `builtin.unrealized_conversion_cast`
+  (and the other way before a store), as XLA's lower-tensors does;
 - lowers `vector.transfer_read`/`vector.transfer_write` (in-bounds, unmasked, 1-D) to a vector load/store
   at the element address;
 - lowers `xla.pure_call` whose operands include tensors to `func.call` with the root pointers;
 - drops every tensor SSA value: tensor iter_args/results of `scf.for`/`scf.if`, tensor operands of
   `scf.yield`/`func.return`; tensor results of functions disappear (the entry function returns nothing).
 
-Loads and stores carry an explicit `alignment` of one element: buffers are only guaranteed element-aligned, and
-LLVM would otherwise assume the (larger) natural alignment of a vector type. Loads from a root that is never
-stored to in the function get the discardable unit attribute `invariant` (LLVM `!invariant.load`).
+Loads and stores carry an explicit `alignment` of one element (of one part for complex numbers, as numpy aligns
+them): buffers are only guaranteed element-aligned, and LLVM would otherwise assume the (larger) natural alignment
+of a vector type. Loads from a root that is never stored to in the function get the discardable unit attribute
+`invariant` (LLVM `!invariant.load`).
 
 Entry pointer arguments get the LLVM argument attributes `llvm.noalias` (the runtime passes distinct,
 non-overlapping buffers) and `llvm.dereferenceable` (the byte size of the tensor; the CPU backend also uses it to
@@ -40,12 +44,14 @@ from xdsl.context import Context
 from xdsl.dialects import arith, builtin, func, llvm, scf, tensor, vector
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    ComplexType,
     DictionaryAttr,
     FunctionType,
     IntegerAttr,
     IntegerType,
     TensorType,
     UnitAttr,
+    UnrealizedConversionCastOp,
     VectorType,
     i8,
     i64,
@@ -73,16 +79,31 @@ def _is_pred(element: Attribute) -> bool:
 
 
 def _memory_type(element: Attribute) -> Attribute:
-    """The type of one element in memory: pred and sub-byte integers are a byte (their bits zero-extended)."""
+    """The type of one element in memory: pred and sub-byte integers are a byte (their bits zero-extended), a
+    complex number the struct of its real and imaginary parts."""
+    if isinstance(element, ComplexType):
+        return llvm.LLVMStructType.from_type_list([element.element_type, element.element_type])
     return i8 if _is_pred(element) else element
 
 
-def _byte_width(element: Attribute) -> int:
-    element = _memory_type(element)
+def _scalar_byte_width(element: Attribute) -> int:
     width = getattr(element, "bitwidth", None)
     if width is None:
         width = element.width.data  # IntegerType
     return max(1, width // 8)
+
+
+def _byte_width(element: Attribute) -> int:
+    if isinstance(element, ComplexType):
+        return 2 * _scalar_byte_width(element.element_type)
+    return _scalar_byte_width(_memory_type(element))
+
+
+def _alignment(element: Attribute) -> int:
+    """Buffers are aligned to their elements' scalars (the parts of complex numbers, as numpy aligns them)."""
+    if isinstance(element, ComplexType):
+        return _scalar_byte_width(element.element_type)
+    return _byte_width(element)
 
 
 def _byte_size(tensor_type: TensorType) -> int:
@@ -151,9 +172,13 @@ def _load(
         if isinstance(result_type, VectorType)
         else _memory_type(element)
     )
-    load = llvm.LoadOp(_pointer(root, ops), memory_type, alignment=_byte_width(element))
+    load = llvm.LoadOp(_pointer(root, ops), memory_type, alignment=_alignment(element))
     state.loads.append((load, root))
     ops.append(load)
+    if isinstance(element, ComplexType):
+        if isinstance(result_type, VectorType):
+            raise UnimplementedError(f"lower-tensors: vectors of {element}")
+        ops.append(UnrealizedConversionCastOp(operands=[load.dereferenced_value], result_types=[element]))
     if _is_pred(element):
         ops.append(
             llvm.TruncOp(load.dereferenced_value, result_type)
@@ -169,13 +194,18 @@ def _store(state: _FunctionState, op: Operation, value: SSAValue, root: SSAValue
     element = value_type.element_type if isinstance(value_type, VectorType) else value_type
     ops = _address(state, op, root, indices, element)
     pointer = _pointer(root, ops)
+    if isinstance(element, ComplexType):
+        if isinstance(value_type, VectorType):
+            raise UnimplementedError(f"lower-tensors: vectors of {element}")
+        ops.append(UnrealizedConversionCastOp(operands=[value], result_types=[_memory_type(element)]))
+        value = ops[-1].results[0]
     if _is_pred(element):
         if isinstance(value_type, VectorType):
             ops.append(llvm.ZExtOp(value, VectorType(i8, value_type.get_shape())))
         else:
             ops.append(arith.ExtUIOp(value, i8))
         value = ops[-1].results[0]
-    ops.append(llvm.StoreOp(value, pointer, alignment=_byte_width(element)))
+    ops.append(llvm.StoreOp(value, pointer, alignment=_alignment(element)))
     state.stored.add(root)
     op.parent_block().insert_ops_before(ops, op)
 

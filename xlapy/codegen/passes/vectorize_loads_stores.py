@@ -20,11 +20,28 @@ of N everywhere (aligned):
 ops directly in the loop body are rewritten (not inside an ``scf.if``): there
 every iteration runs the access, which is what makes the whole vector access
 in bounds. Alignment plus a tensor size divisible by N keep it in bounds too.
+
+An index computed through a broadcast (or any other chain of apply_indexing
+ops in the loop body, e.g. ``#map2(%dim0, %dim1)`` of ``%dim0, %dim1 =
+#map1(...)[%iv]``) is first folded into one map of values defined outside the
+loop and ``%iv``, and simplified with their ranges:
+
+- when the folded index of a read does not depend on ``%iv`` (every lane reads
+  the same element, e.g. of an operand broadcast along the vectorized
+  dimension), the ``tensor.extract`` moves before the loop, at that index;
+- when it is ``aligned(invariants) + iv``, the access is vectorized as above,
+  at the folded index with ``%iv`` = 0;
+- anything else (a gather) is left alone.
+
+pred (i1) and the sub-byte integers are vectors of their type here;
+``lower-tensors`` loads and stores them as bytes.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf, tensor, vector
@@ -49,12 +66,16 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from xlapy.codegen.dialect import ApplyIndexingOp
 from xlapy.indexing import affine
-from xlapy.indexing.indexing_map import IndexingMap
+from xlapy.indexing.indexing_map import IndexingMap, Variable
+from xlapy.indexing.interval import Interval
 from xlapy.indexing.simplifier import sum_of, summands
 
 # Power-of-two vector lengths (XLA's GPU emitter only makes 2, 4 and 8; on the CPU wider
 # vectors map onto SIMD registers, and the loop stays small enough for unroll-loops).
 VECTOR_SIZES = frozenset(1 << k for k in range(1, 7))
+
+# Variable names that would print as another variable's default name.
+_DEFAULT_NAME = re.compile(r"(d|s|rt)\d+")
 
 _IN_BOUNDS = ArrayAttr([IntegerAttr.from_bool(True)])
 _PERMUTATION = AffineMapAttr(AffineMap.minor_identity(1, 1))
@@ -71,19 +92,24 @@ def _defined_outside(value: SSAValue, loop: Operation) -> bool:
     return not loop.is_ancestor(value.owner)
 
 
-def _vector_type(loop: scf.ForOp, type_: Attribute) -> VectorType | None:
-    """The vector one access per iteration adds up to, if the loop and tensor allow it."""
+def _lane_count(loop: scf.ForOp) -> int | None:
+    """N for a loop from 0 to N (a vector size) by 1 over an index: a loop over the lanes of vectors."""
     if _constant_int(loop.lb) != 0 or _constant_int(loop.step) != 1 or not isinstance(loop.lb.type, IndexType):
         return None  # vector.extract/insert take an index position.
     size = _constant_int(loop.ub)
-    if size not in VECTOR_SIZES:
+    return size if size in VECTOR_SIZES else None
+
+
+def _vector_type(loop: scf.ForOp, type_: Attribute) -> VectorType | None:
+    """The vector one access per iteration adds up to, if the loop and tensor allow it."""
+    size = _lane_count(loop)
+    if size is None:
         return None
     if not isinstance(type_, TensorType) or type_.get_num_dims() != 1 or not isinstance(type_.encoding, NoneAttr):
         return None
     element = type_.element_type
-    # pred (i1) is stored as i8 in memory: a vector<Nxi1> load would read the wrong bytes.
-    valid = isinstance(element, AnyFloat) or (isinstance(element, IntegerType) and element.width.data > 1)
-    if not valid or type_.get_shape()[0] % size:
+    # pred (i1) and sub-byte integers too: lower-tensors loads and stores their vectors as bytes.
+    if not isinstance(element, (AnyFloat, IntegerType)) or type_.get_shape()[0] % size:
         return None
     return VectorType(element, [size])
 
@@ -126,6 +152,96 @@ def _uses(expr: AffineExpr, variable: AffineDimExpr | AffineSymExpr) -> bool:
     symbols: set[int] = set()
     affine.uses(expr, dims, symbols)
     return variable.position in (dims if isinstance(variable, AffineDimExpr) else symbols)
+
+
+@dataclass
+class _FoldedIndex:
+    """An index as one simplified map whose dimensions are values defined outside the loop and the loop's
+    induction variable (``values``, ``iv`` its position among them, if it is one)."""
+
+    indexing_map: IndexingMap
+    values: list[SSAValue] = field(default_factory=list)
+    iv: int | None = None
+
+    @property
+    def expr(self) -> AffineExpr:
+        return self.indexing_map.results[0]
+
+    def uses_iv(self) -> bool:
+        return self.iv is not None and _uses(self.expr, affine.dim(self.iv))
+
+    def is_contiguous(self, size: int) -> bool:
+        """``aligned(invariants) + iv``: lanes read consecutive elements from a multiple of ``size``."""
+        if self.iv is None:
+            return False
+        iv = affine.dim(self.iv)
+        terms = list(summands(self.expr))
+        others = [t for t in terms if t != iv]
+        return (len(others) == len(terms) - 1 and not any(_uses(t, iv) for t in others)
+                and _is_aligned(sum_of(others), size, self.indexing_map))
+
+
+class _IndexFolder:
+    """Folds the apply_indexing ops of a loop body that compute an index into one expression of their operands
+    from outside the loop and the induction variable (the dimensions, with the ranges the maps give them)."""
+
+    def __init__(self, loop: scf.ForOp, size: int):
+        self.loop = loop
+        self.size = size
+        self.values: list[SSAValue] = []
+        self.variables: list[Variable] = []
+        self.constraints: list[tuple[AffineExpr, Interval]] = []
+
+    def _dim(self, value: SSAValue, variable: Variable) -> AffineExpr:
+        for i, known in enumerate(self.values):
+            if known is value:
+                bounds = self.variables[i].bounds.intersect(variable.bounds)
+                self.variables[i] = Variable(bounds, self.variables[i].name)
+                return affine.dim(i)
+        self.values.append(value)
+        self.variables.append(variable)
+        return affine.dim(len(self.values) - 1)
+
+    def fold(self, value: SSAValue, variable: Variable) -> AffineExpr | None:
+        constant = _constant_int(value)
+        if constant is not None:
+            return affine.const(constant)
+        iv = self.loop.body.block.args[0]
+        if value is iv:
+            return self._dim(iv, Variable(Interval(0, self.size - 1), "vector_index"))
+        if _defined_outside(value, self.loop):
+            return self._dim(value, variable)
+        op = value.owner
+        if not isinstance(op, ApplyIndexingOp) or op.parent_op() is not self.loop:
+            return None  # computed in the loop by something else: nothing is known about it
+        indexing_map = op.indexing_map
+        operands = []
+        for operand, operand_variable in zip([*op.dims, *op.symbols], indexing_map.dim_vars + indexing_map.symbol_vars):
+            expr = self.fold(operand, operand_variable)
+            if expr is None:
+                return None
+            if not isinstance(expr, AffineDimExpr) and affine.constant_value(expr) is None:
+                # The operands are in the map's domain (what composing maps assumes, too).
+                self.constraints.append((expr, operand_variable.bounds))
+            operands.append(expr)
+        dims, symbols = operands[:indexing_map.num_dims], operands[indexing_map.num_dims:]
+        self.constraints += [(affine.replace(e, dims, symbols), b) for e, b in indexing_map.constraints.items()]
+        return affine.replace(indexing_map.results[value.index], dims, symbols)  # type: ignore[attr-defined]
+
+
+def _fold_index(index: SSAValue, loop: scf.ForOp, size: int, tensor_type: TensorType) -> _FoldedIndex | None:
+    """``index`` (into ``tensor_type``, 1-D) as one map of values from outside the loop and the induction variable,
+    when the loop body computes it with apply_indexing ops only."""
+    folder = _IndexFolder(loop, size)
+    expr = folder.fold(index, Variable(Interval(0, tensor_type.get_shape()[0] - 1)))
+    if expr is None:
+        return None
+    indexing_map = IndexingMap.from_exprs([expr], folder.variables, constraints=folder.constraints).simplify()
+    if indexing_map.is_known_empty():
+        return None
+    iv = loop.body.block.args[0]
+    position = next((i for i, value in enumerate(folder.values) if value is iv), None)
+    return _FoldedIndex(indexing_map, folder.values, position)
 
 
 class _LoopVectorizer:
@@ -175,15 +291,42 @@ class _LoopVectorizer:
             value.name_hint = "cst"
         return value
 
-    def vectorize_load(self, op: tensor.ExtractOp) -> None:
-        if not _defined_outside(op.tensor, self.loop):
-            return  # The tensor may change from one iteration to the next.
-        vector_type = _vector_type(self.loop, op.tensor.type)
-        if vector_type is None:
-            return
-        base = self.base_index(op.indices[0], vector_type.get_shape()[0])
+    def folded_index(self, folded: _FoldedIndex) -> SSAValue:
+        """The folded index computed before the loop, with the induction variable at the lower bound (0)."""
+        values = [self.loop.lb if i == folded.iv else v for i, v in enumerate(folded.values)]
+        indexing_map, values = _without_unused_dims(folded.indexing_map, values)
+        result = indexing_map.results[0]
+        if not indexing_map.constraints:
+            if result == affine.dim(0) and len(values) == 1:
+                return values[0]
+            value = affine.constant_value(result)
+            if value is not None:
+                constant = self._insert_before_loop(arith.ConstantOp(IntegerAttr(value, IndexType())))
+                return constant.results[0]
+        key = (indexing_map, *map(id, values))
+        base = self._bases.get(key)
         if base is None:
+            base = self._bases[key] = self._insert_before_loop(ApplyIndexingOp(values, [], indexing_map)).results[0]
+        return base
+
+    def vectorize_load(self, op: tensor.ExtractOp) -> None:
+        if not _defined_outside(op.tensor, self.loop) or len(op.indices) != 1:
+            return  # The tensor may change from one iteration to the next; a 0-D tensor has one element.
+        size = _lane_count(self.loop)
+        if size is None:
             return
+        vector_type = _vector_type(self.loop, op.tensor.type)
+        base = self.base_index(op.indices[0], size) if vector_type is not None else None
+        if base is None:
+            folded = _fold_index(op.indices[0], self.loop, size, op.tensor.type)
+            if folded is None:
+                return
+            if not folded.uses_iv():  # the same element in every lane: read it once, before the loop
+                self.hoist(op, self.folded_index(folded))
+                return
+            if vector_type is None or not folded.is_contiguous(size):
+                return  # a gather
+            base = self.folded_index(folded)
         key = (id(op.tensor), id(base), vector_type)
         loaded = self._reads.get(key)
         if loaded is None:
@@ -192,6 +335,13 @@ class _LoopVectorizer:
             )
             loaded = self._reads[key] = self._insert_before_loop(read).results[0]
         Rewriter.replace_op(op, vector.ExtractOp(loaded, [self.iv], vector_type.element_type))
+
+    def hoist(self, op: tensor.ExtractOp, index: SSAValue) -> None:
+        """Moves the extract before the loop, reading at ``index``."""
+        read = self._insert_before_loop(tensor.ExtractOp(op.tensor, [index], op.result.type))
+        read.results[0].name_hint = op.result.name_hint
+        op.result.replace_all_uses_with(read.results[0])
+        Rewriter.erase_op(op)
 
     def _store_position(self, op: tensor.InsertOp) -> int | None:
         """The iter_arg position the insert updates, if its writes can wait until after the loop."""
@@ -213,14 +363,17 @@ class _LoopVectorizer:
         if vector_type is None:
             return
         index, size = op.indices[0], vector_type.get_shape()[0]
+        folded = None
         if index is not self.iv and _contiguous_op(index, self.loop, size) is None:
-            return
+            folded = _fold_index(index, self.loop, size, op.dest.type)
+            if folded is None or not folded.is_contiguous(size):
+                return
         # The same order of hoisted ops as [A75]: the zero vector, then the base index.
         is_float = isinstance(vector_type.element_type, AnyFloat)
         zero = DenseIntOrFPElementsAttr.from_list(vector_type, [0.0 if is_float else 0])
         init = self._insert_before_loop(arith.ConstantOp(zero)).results[0]
         init.name_hint = "vector"
-        base = self.base_index(index, size)
+        base = self.base_index(index, size) if folded is None else self.folded_index(folded)
         assert base is not None
         init_tensor = self.loop.iter_args[position]
         accumulator = self._add_iter_arg(init)
@@ -261,10 +414,33 @@ class _LoopVectorizer:
             self.vectorize_store(op)
         for op in _direct_ops(self.loop.body.block, tensor.ExtractOp):
             self.vectorize_load(op)
-        # The per-iteration indices of the rewritten accesses are dead now ([A75] has none).
-        for op in _direct_ops(self.loop.body.block, ApplyIndexingOp):
+        # The per-iteration indices of the rewritten accesses are dead now ([A75] has none); users first, so that
+        # the indices a folded chain was computed from go too.
+        for op in reversed(_direct_ops(self.loop.body.block, ApplyIndexingOp)):
             if not any(result.uses for result in op.results):
                 Rewriter.erase_op(op)
+
+
+def _without_unused_dims(indexing_map: IndexingMap, values: list[SSAValue]) -> tuple[IndexingMap, list[SSAValue]]:
+    """The map without the dimensions neither its result nor its constraints use, and their values; variables
+    keep their names where they print back unambiguously."""
+    used: set[int] = set()
+    for expr in [*indexing_map.results, *indexing_map.constraints]:
+        affine.uses(expr, used, set())
+    keep = sorted(used)
+    renumber = [affine.dim(keep.index(i)) if i in used else affine.const(0) for i in range(indexing_map.num_dims)]
+    names: set[str] = set()
+    variables = []
+    for i in keep:
+        variable = indexing_map.dim_vars[i]
+        name = variable.name if variable.name not in names and not _DEFAULT_NAME.fullmatch(variable.name) else ""
+        names.add(name)
+        variables.append(Variable(variable.bounds, name))
+    result = IndexingMap.from_exprs(
+        [affine.replace(e, renumber, []) for e in indexing_map.results], variables,
+        constraints=[(affine.replace(e, renumber, []), b) for e, b in indexing_map.constraints.items()],
+    )
+    return result, [values[i] for i in keep]
 
 
 def _direct_ops(block: Block, kind: type[Operation]) -> Sequence[Operation]:

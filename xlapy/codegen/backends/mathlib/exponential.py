@@ -118,19 +118,15 @@ def exp_pair(e: Emitter, p: ExpParts) -> tuple[ir.Value, ir.Value]:
     return e.mul(p.s, hi), e.mul(p.s, lo)
 
 
-def expm1_core(e: Emitter, x: ir.Value, precise: bool) -> ir.Value:
+def expm1_core(e: Emitter, x: ir.Value) -> ir.Value:
     """exp(x) - 1 for x in [-45, 709.8] (more negative x: -1)."""
-    p = exp_parts(e, x, precise)
-    if precise:
-        hi, lo = expm1_pair(e, p)
-        result = e.add(hi, lo)
-    else:
-        result = e.fma(p.s, e.add(p.r, p.tail), e.sub(p.s, 1.0))
-    return e.mul(result, e.select(p.big, 2.0, 1.0))
+    p = exp_parts(e, x, True)
+    hi, lo = expm1_pair(e, p)
+    return e.mul(e.add(hi, lo), e.select(p.big, 2.0, 1.0))
 
 
 def expm1_64(e: Emitter, x: ir.Value) -> ir.Value:
-    result = expm1_core(e, e.clamp(x, -45.0, 710.0), True)
+    result = expm1_core(e, e.clamp(x, -45.0, 710.0))
     return e.select(e.eq(x, 0.0), x, result)
 
 
@@ -199,42 +195,34 @@ def logistic32(e: Emitter, x: ir.Value) -> ir.Value:
 register("logistic", f64=logistic64, f32=logistic32)
 
 
-def sinh(e: Emitter, x: ir.Value, precise: bool) -> ir.Value:
+def sinh(e: Emitter, x: ir.Value) -> ir.Value:
     # With t = expm1|x| and u = e^|x|: sinh = (2t - t^2 / (t + 1)) / 2 below 1/2 (the quotient is the small
     # part), (u - 1/u) / 2 up to 22 (little cancellation), and above, e^|x| / 2 scaled without overflowing early.
     a = e.abs(x)
-    p = exp_parts(e, e.select(e.gt(a, 712.0), 712.0, a), precise)
-    large = e.scale(exp_mantissa(e, p, precise), e.isub(p.k, 1))
-    if precise:
-        th, tl = expm1_pair(e, p)
-        uh, ul = exp_pair(e, p)
-    else:
-        th, tl = e.fma(p.s, e.add(p.r, p.tail), e.sub(p.s, 1.0)), e.f(0.0)
-        uh, ul = e.mul(p.s, exp_mantissa(e, p, False)), e.f(0.0)
+    p = exp_parts(e, e.select(e.gt(a, 712.0), 712.0, a), True)
+    large = e.scale(exp_mantissa(e, p, True), e.isub(p.k, 1))
+    th, tl = expm1_pair(e, p)
+    uh, ul = exp_pair(e, p)
     small = e.lt(a, 0.5)
     t = e.add(th, tl)
     n = e.select(small, e.neg(e.mul(t, t)), 1.0)
     dh, dl = e.select(small, e.add(t, 1.0), uh), e.select(small, 0.0, ul)
-    q = dd_div(e, n, e.f(0.0), dh, dl) if precise else e.div(n, dh)
+    q = dd_div(e, n, e.f(0.0), dh, dl)
     sum_ = e.add(
         e.select(small, e.add(th, th), uh), e.add(e.select(small, e.add(tl, tl), ul), e.select(small, q, e.neg(q)))
     )
     return e.copysign(e.select(e.gt(a, 22.0), large, e.mul(0.5, sum_)), x)
 
 
-def cosh(e: Emitter, x: ir.Value, precise: bool) -> ir.Value:
+def cosh(e: Emitter, x: ir.Value) -> ir.Value:
     # (u + 1/u) / 2 with u = e^|x| (a sum of positive terms); above 22: e^|x| / 2 scaled without overflowing early
     a = e.abs(x)
-    p = exp_parts(e, e.clamp(a, 0.0, 712.0), precise)
-    large = e.scale(exp_mantissa(e, p, precise), e.isub(p.k, 1))
-    if precise:
-        uh, ul = exp_pair(e, p)
-        small = e.add(uh, e.add(ul, dd_div(e, e.f(1.0), e.f(0.0), uh, ul)))
-    else:
-        u = e.mul(p.s, exp_mantissa(e, p, False))
-        small = e.add(u, e.div(1.0, u))
+    p = exp_parts(e, e.clamp(a, 0.0, 712.0), True)
+    large = e.scale(exp_mantissa(e, p, True), e.isub(p.k, 1))
+    uh, ul = exp_pair(e, p)
+    small = e.add(uh, e.add(ul, dd_div(e, e.f(1.0), e.f(0.0), uh, ul)))
     return e.select(e.gt(a, 22.0), large, e.mul(0.5, small))
 
 
-register("sinh", f64=lambda e, x: sinh(e, x, True))
-register("cosh", f64=lambda e, x: cosh(e, x, True))
+register("sinh", f64=sinh)
+register("cosh", f64=cosh)

@@ -16,7 +16,6 @@ from xlapy.codegen.backends.mathlib.constants import (
     LN2_LO,
     LOG10_2_HI,
     LOG10_2_LO,
-    LOG_P32,
     LOG_P64,
     POW_LOG_Q,
     TWO_THIRDS_HI,
@@ -36,7 +35,7 @@ class LogParts:
     sr: ir.Value
 
 
-def log_parts(e: Emitter, x: ir.Value, precise: bool, subnormals: bool) -> LogParts:
+def log_parts(e: Emitter, x: ir.Value, subnormals: bool) -> LogParts:
     """fdlibm's decomposition of a finite x > 0 (garbage otherwise): 1 + f in [sqrt(2)/2, sqrt(2)),
     s = f / (2 + f), log(1 + f) = 2 atanh(s) = f - f^2/2 + s (f^2/2 + R(s^2)). subnormals: scale those first
     (f64; f32 values are normal in f64)."""
@@ -53,7 +52,7 @@ def log_parts(e: Emitter, x: ir.Value, precise: bool, subnormals: bool) -> LogPa
     hfsq = e.mul(e.mul(0.5, f), f)
     s = e.div(f, e.add(2.0, f))
     z = e.mul(s, s)
-    r = e.mul(z, e.horner(z, LOG_P64 if precise else LOG_P32))
+    r = e.mul(z, e.horner(z, LOG_P64))
     return LogParts(k, f, hfsq, e.mul(s, e.add(hfsq, r)))
 
 
@@ -66,21 +65,21 @@ def log_specials(e: Emitter, x: ir.Value, result: ir.Value) -> ir.Value:
 
 
 def log64(e: Emitter, x: ir.Value) -> ir.Value:
-    p = log_parts(e, x, True, True)
+    p = log_parts(e, x, True)
     low = e.sub(p.hfsq, e.fma(p.k, LN2_LO, p.sr))
     return log_specials(e, x, e.fma(p.k, LN2_HI, e.sub(p.f, low)))
 
 
 def log32(e: Emitter, x: ir.Value) -> ir.Value:
     # log64 without the scaling of subnormals (f32 values are normal in f64)
-    p = log_parts(e, x, True, False)
+    p = log_parts(e, x, False)
     low = e.sub(p.hfsq, e.fma(p.k, LN2_LO, p.sr))
     return log_specials(e, x, e.fma(p.k, LN2_HI, e.sub(p.f, low)))
 
 
 def log_scaled64(e: Emitter, x: ir.Value, inv_hi: float, inv_lo: float, k_hi: float, k_lo: float) -> ir.Value:
     """log(x) * (inv_hi + inv_lo) as in fdlibm's log2/log10: hi is short so that hi * inv_hi is exact."""
-    p = log_parts(e, x, True, True)
+    p = log_parts(e, x, True)
     hi = e.clear_low_word(e.sub(p.f, p.hfsq))
     lo = e.add(e.sub(e.sub(p.f, hi), p.hfsq), p.sr)
     val_hi = e.mul(hi, inv_hi)
@@ -96,41 +95,38 @@ register("log2", f64=lambda e, x: log_scaled64(e, x, IVLN2_HI, IVLN2_LO, 1.0, 0.
 register("log10", f64=lambda e, x: log_scaled64(e, x, IVLN10_HI, IVLN10_LO, LOG10_2_HI, LOG10_2_LO))
 
 
-def log1p(e: Emitter, x: ir.Value, precise: bool) -> ir.Value:
+def log1p(e: Emitter, x: ir.Value) -> ir.Value:
     # u = 1 + x rounded, c its rounding error (2Sum); log1p(x) = log(u) + c/u
     u = e.add(1.0, x)
     bv = e.sub(u, 1.0)
     av = e.sub(u, bv)
     c = e.add(e.sub(1.0, av), e.sub(x, bv))
-    p = log_parts(e, u, precise, False)
+    p = log_parts(e, u, False)
     correction = e.div(c, u)
-    if precise:
-        low = e.sub(p.hfsq, e.add(e.fma(p.k, LN2_LO, p.sr), correction))
-        result = e.fma(p.k, LN2_HI, e.sub(p.f, low))
-    else:
-        result = e.fma(p.k, LN2, e.add(e.sub(p.f, p.hfsq), e.add(p.sr, correction)))
+    low = e.sub(p.hfsq, e.add(e.fma(p.k, LN2_LO, p.sr), correction))
+    result = e.fma(p.k, LN2_HI, e.sub(p.f, low))
     special = e.select(e.lt(x, -1.0), NAN, x)
     special = e.select(e.eq(x, -1.0), -INF, special)
     ok = e.and_(e.and_(e.gt(x, -1.0), e.lt(x, INF)), e.ne(x, 0.0))
     return e.select(ok, result, special)
 
 
-register("log1p", f64=lambda e, x: log1p(e, x, True))
+register("log1p", f64=log1p)
 
 
 # inverse hyperbolic functions, through log1p
 
 
-def atanh(e: Emitter, x: ir.Value, precise: bool) -> ir.Value:
+def atanh(e: Emitter, x: ir.Value) -> ir.Value:
     # atanh|x| = log1p(2|x| / (1 - |x|)) / 2, written 2a + 2a^2 / (1 - a) below 1/2 so that 1 - a's rounding
     # only touches the small term
     a = e.abs(x)
     q = e.div(e.add(a, a), e.sub(1.0, a))
     t = e.select(e.lt(a, 0.5), e.fma(q, a, e.add(a, a)), q)
-    return e.copysign(e.mul(0.5, log1p(e, t, precise)), x)  # |x| > 1: log1p(t < -1) = NaN
+    return e.copysign(e.mul(0.5, log1p(e, t)), x)  # |x| > 1: log1p(t < -1) = NaN
 
 
-def asinh(e: Emitter, x: ir.Value, precise: bool) -> ir.Value:
+def asinh(e: Emitter, x: ir.Value) -> ir.Value:
     # asinh a = log1p(w): w = a + a^2 / (1 + sqrt(1 + a^2)) up to 2, 2a + 1/(sqrt(a^2 + 1) + a) - 1 up to 2^28,
     # beyond log(a) + ln2 = log1p(a - 1) + ln2
     a = e.abs(x)
@@ -140,11 +136,11 @@ def asinh(e: Emitter, x: ir.Value, precise: bool) -> ir.Value:
     w_mid = e.add(e.sub(e.add(a, a), 1.0), e.div(1.0, e.add(root, a)))
     huge = e.gt(a, 2.0**28)
     w = e.select(e.le(a, 2.0), w_small, e.select(huge, e.sub(a, 1.0), w_mid))
-    result = e.add(log1p(e, w, precise), e.select(huge, LN2, 0.0))
+    result = e.add(log1p(e, w), e.select(huge, LN2, 0.0))
     return e.copysign(result, x)
 
 
-def acosh(e: Emitter, x: ir.Value, precise: bool) -> ir.Value:
+def acosh(e: Emitter, x: ir.Value) -> ir.Value:
     # acosh x = log1p(w): w = t + sqrt(2t + t^2) (t = x - 1, exact) up to 2, 2x - 1/(x + sqrt(x^2 - 1)) - 1 up to
     # 2^28, beyond log(x) + ln2
     t = e.sub(x, 1.0)
@@ -152,13 +148,13 @@ def acosh(e: Emitter, x: ir.Value, precise: bool) -> ir.Value:
     w_mid = e.sub(e.sub(e.add(x, x), 1.0), e.div(1.0, e.add(x, e.sqrt(e.fma(x, x, -1.0)))))
     huge = e.gt(x, 2.0**28)
     w = e.select(e.le(x, 2.0), w_small, e.select(huge, t, w_mid))
-    result = e.add(log1p(e, w, precise), e.select(huge, LN2, 0.0))
+    result = e.add(log1p(e, w), e.select(huge, LN2, 0.0))
     return e.select(e.lt(x, 1.0), NAN, result)
 
 
-register("atanh", f64=lambda e, x: atanh(e, x, True))
-register("asinh", f64=lambda e, x: asinh(e, x, True))
-register("acosh", f64=lambda e, x: acosh(e, x, True))
+register("atanh", f64=atanh)
+register("asinh", f64=asinh)
+register("acosh", f64=acosh)
 
 
 def pow_specials(e: Emitter, x: ir.Value, y: ir.Value, magnitude: ir.Value) -> ir.Value:

@@ -11,27 +11,20 @@ from xlapy.codegen.backends.mathlib.constants import (
     ERF_P32,
     ERF_P64,
     ERF_Q32,
-    ERFC_H32,
     ERFC_H64,
     ERFC_H64_0_LO,
-    ERFC_K32,
     ERFC_K64,
-    ERFC_SMALL_P32,
 )
 from xlapy.codegen.backends.mathlib.emitter import INF, Emitter, dd_div, fast_two_sum, register, two_sum
-from xlapy.codegen.backends.mathlib.exponential import exp32, exp_mantissa_pair, exp_parts
+from xlapy.codegen.backends.mathlib.exponential import exp_mantissa_pair, exp_parts
 
 # error function
 
 
-def erfc_large(e: Emitter, a: ir.Value, precise: bool) -> ir.Value:
-    """erfc(a) for a in [0.84375, 27.3] (f32 kernels: 10.1) as exp(-a^2) h(t) / (1 + 2a) with h a polynomial in
-    t = (a - K) / (a + K): (1 + 2a) erfcx(a) is nearly flat in t, so the divisions' roundings barely matter.
-    f64: h = h0 + (h(t) - h0) and exp(-a^2) as double-doubles, one double-double quotient, then the scaling."""
-    if not precise:
-        t = e.div(e.sub(a, ERFC_K32), e.add(a, ERFC_K32))
-        erfcx = e.div(e.horner(t, ERFC_H32), e.fma(a, 2.0, 1.0))
-        return e.mul(exp32(e, e.neg(e.mul(a, a))), erfcx)  # a^2 is exact for f32 a
+def erfc_large(e: Emitter, a: ir.Value) -> ir.Value:
+    """erfc(a) for a in [0.84375, 27.3] as exp(-a^2) h(t) / (1 + 2a) with h a polynomial in t = (a - K) / (a + K):
+    (1 + 2a) erfcx(a) is nearly flat in t, so the divisions' roundings barely matter. h = h0 + (h(t) - h0) and
+    exp(-a^2) as double-doubles, one double-double quotient, then the scaling."""
     t = e.div(e.sub(a, ERFC_K64), e.add(a, ERFC_K64))
     hh, hl = fast_two_sum(e, e.f(ERFC_H64[0]), e.mul(t, e.horner(t, ERFC_H64[1:])))
     hl = e.add(hl, ERFC_H64_0_LO)
@@ -44,15 +37,15 @@ def erfc_large(e: Emitter, a: ir.Value, precise: bool) -> ir.Value:
     return e.scale(dd_div(e, nh, nl, dh, dl), p.k)
 
 
-def erf_small(e: Emitter, x: ir.Value, precise: bool) -> ir.Value:
+def erf_small(e: Emitter, x: ir.Value) -> ir.Value:
     """erf(x) - x for |x| < 0.84375."""
-    return e.mul(x, e.horner(e.mul(x, x), ERF_P64 if precise else ERFC_SMALL_P32))
+    return e.mul(x, e.horner(e.mul(x, x), ERF_P64))
 
 
 def erf64(e: Emitter, x: ir.Value) -> ir.Value:
     a = e.abs(x)
-    small = e.add(a, erf_small(e, a, True))
-    large = e.sub(1.0, erfc_large(e, e.select(e.gt(a, 6.0), 6.0, a), True))  # erf rounds to 1 beyond 5.93
+    small = e.add(a, erf_small(e, a))
+    large = e.sub(1.0, erfc_large(e, e.select(e.gt(a, 6.0), 6.0, a)))  # erf rounds to 1 beyond 5.93
     return e.copysign(e.select(e.lt(a, ERF_SMALL), small, large), x)
 
 
@@ -64,21 +57,21 @@ def erf32(e: Emitter, x: ir.Value) -> ir.Value:
     return e.copysign(e.div(e.mul(a, e.horner(z, ERF_P32)), e.horner(z, ERF_Q32)), x)
 
 
-def erfc(e: Emitter, x: ir.Value, precise: bool) -> ir.Value:
+def erfc(e: Emitter, x: ir.Value) -> ir.Value:
     a = e.abs(x)
     # |x| < 0.84375: 1 - erf(x), as 1/2 - ((x - 1/2) + (erf(x) - x)) above 1/4 to keep the cancellation exact
-    d = erf_small(e, x, precise)
+    d = erf_small(e, x)
     sh, sl = two_sum(e, e.sub(x, 0.5), d)
     small = e.select(e.lt(x, 0.25), e.sub(1.0, e.add(x, d)), e.sub(e.sub(0.5, sh), sl))
-    # erfc underflows beyond 27.3 (f64) / 10.06 (f32)
-    large = erfc_large(e, e.select(e.gt(a, 28.0), 28.0, a), precise)
+    # erfc underflows beyond 27.3
+    large = erfc_large(e, e.select(e.gt(a, 28.0), 28.0, a))
     large = e.select(e.lt(x, 0.0), e.sub(2.0, large), large)
     return e.select(e.lt(a, ERF_SMALL), small, large)
 
 
 ERF_SMALL = 0.84375
 register("erf", f64=erf64, f32=erf32)
-register("erfc", f64=lambda e, x: erfc(e, x, True))
+register("erfc", f64=erfc)
 
 
 # roots and powers
