@@ -611,7 +611,7 @@ func.func @main(%a: tensor<64xf32>, %out: tensor<64xf32>) -> tensor<64xf32> {
   %s = vector.broadcast %x : f32 to vector<4xf32>
   %sum = arith.addf %v, %s : vector<4xf32>
   %neg = arith.cmpf olt, %sum, %s : vector<4xf32>
-  %r = arith.select %neg, %v, %sum : vector<4xf32>
+  %r = arith.select %neg, %v, %sum : vector<4xi1>, vector<4xf32>
   %w = vector.transfer_write %r, %out[%i] {in_bounds = [true]} : vector<4xf32>, tensor<64xf32>
   return %w : tensor<64xf32>
 }

@@ -376,3 +376,25 @@ def test_apply_indexing_result_count() -> None:
     )
     with pytest.raises(VerifyError, match="1 results, the map has 2 results"):
         verify_op(op)
+
+
+def test_vector_compares_and_selects_read_and_print_as_mlir_does() -> None:
+    # The body as MLIR itself (jaxlib's) prints it: a vector compare gives vector<4xi1>, and a select on a
+    # vector condition names the condition's type first.
+    text = """builtin.module {
+  func.func @f(%a: vector<4xf32>, %b: vector<4xf32>, %x: f32, %y: f32, %i: vector<4xi32>) -> (vector<4xf32>, f32) {
+    %0 = arith.cmpf olt, %a, %b : vector<4xf32>
+    %1 = arith.cmpi slt, %i, %i : vector<4xi32>
+    %2 = arith.cmpf olt, %x, %y : f32
+    %3 = arith.select %0, %a, %b : vector<4xi1>, vector<4xf32>
+    %4 = arith.select %2, %x, %y : f32
+    %5 = arith.select %2, %a, %b : vector<4xf32>
+    func.return %3, %4 : vector<4xf32>, f32
+  }
+}
+"""
+    module = parse_mlir(text)
+    assert print_mlir(module) == text
+    ops = list(module.body.block.ops.first.body.block.ops)
+    assert [str(op.results[0].type) for op in ops[:2]] == ["vector<4xi1>", "vector<4xi1>"]
+    assert str(ops[2].results[0].type) == "i1"

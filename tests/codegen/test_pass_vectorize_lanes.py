@@ -128,7 +128,7 @@ CHECK-NEXT: %[[Y:.*]] = arith.mulf %[[F]], %[[SS]] : vector<4xf32>
 CHECK-NEXT: %[[THREES:.*]] = arith.constant dense<3> : vector<4xindex>
 CHECK-NEXT: %[[LAST:.*]] = arith.cmpi eq, %[[LANE]], %[[THREES]] : vector<4xindex>
 CHECK-NEXT: %[[ZEROS:.*]] = arith.constant dense<0.000000e+00> : vector<4xf32>
-CHECK-NEXT: %[[Z:.*]] = arith.select %[[LAST]], %[[ZEROS]], %[[Y]] : vector<4xf32>
+CHECK-NEXT: %[[Z:.*]] = arith.select %[[LAST]], %[[ZEROS]], %[[Y]] : vector<4xi1>, vector<4xf32>
 CHECK-NEXT: vector.transfer_write %[[Z]], %output
 """
 

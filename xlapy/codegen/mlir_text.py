@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from xdsl.context import Context
 from xdsl.dialects import arith, gpu
 from xdsl.dialects.arith import Arith
-from xdsl.dialects.builtin import Builtin, IndexType, ModuleOp, VectorType
+from xdsl.dialects.builtin import Builtin, IndexType, IntegerType, ModuleOp, VectorType
 from xdsl.dialects.complex import Complex
 from xdsl.dialects.func import Func
 from xdsl.dialects.llvm import LLVM
@@ -110,6 +110,61 @@ for _op in _VECTOR_ELEMENTWISE:
     _allow_vectors(_definition.results)
     if _op in _ELEMENT_CHECKS:
         _op.verify_ = _vector_aware(_op)  # type: ignore[method-assign]
+
+
+def _i1_like(type_: Attribute) -> Attribute:
+    """``i1``, or a vector of ``i1`` of the shape of vector ``type_``."""
+    if isinstance(type_, VectorType):
+        return VectorType(IntegerType(1), type_.get_shape())
+    return IntegerType(1)
+
+
+def _with_vector_result(scalar_parse: Callable) -> Callable:
+    """A compare's parser whose result is a vector of i1 when its operands are vectors (xDSL's is always i1)."""
+    def parse(cls: type[Operation], parser: Parser) -> Operation:
+        op = scalar_parse.__func__(cls, parser)
+        if not isinstance(op.lhs.type, VectorType):
+            return op
+        vector_op = cls.create(operands=list(op.operands), result_types=[_i1_like(op.lhs.type)],
+                               properties=dict(op.properties), attributes=dict(op.attributes))
+        op.drop_all_references()
+        return vector_op
+    return classmethod(parse)
+
+
+for _compare in (arith.CmpfOp, arith.CmpiOp):
+    _compare.parse = _with_vector_result(_compare.parse)  # type: ignore[method-assign]
+
+
+def _parse_select(cls: type[Operation], parser: Parser) -> Operation:
+    """MLIR's ``arith.select %c, %a, %b : T`` and, for a vector condition, ``: vector<Nxi1>, T``."""
+    names = [parser.parse_unresolved_operand()]
+    for _ in range(2):
+        parser.parse_punctuation(",")
+        names.append(parser.parse_unresolved_operand())
+    attributes = parser.parse_optional_attr_dict()
+    parser.parse_punctuation(":")
+    types = [parser.parse_type()]
+    if parser.parse_optional_punctuation(","):
+        types.append(parser.parse_type())
+    condition_type, value_type = (types[0], types[1]) if len(types) == 2 else (IntegerType(1), types[0])
+    operands = parser.resolve_operands(names, [condition_type, value_type, value_type], parser.pos)
+    return cls.create(operands=operands, result_types=[value_type], attributes=attributes)
+
+
+def _print_select(op: Operation, printer: Printer) -> None:
+    printer.print_string(" ")
+    printer.print_list(op.operands, printer.print_operand)
+    printer.print_op_attributes(op.attributes)
+    printer.print_string(" : ")
+    if isinstance(op.operands[0].type, VectorType):
+        printer.print_attribute(op.operands[0].type)
+        printer.print_string(", ")
+    printer.print_attribute(op.results[0].type)
+
+
+arith.SelectOp.parse = classmethod(_parse_select)  # type: ignore[method-assign,assignment]
+arith.SelectOp.print = _print_select  # type: ignore[method-assign,assignment]
 
 
 def make_context() -> Context:
