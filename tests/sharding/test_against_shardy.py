@@ -4,9 +4,12 @@ the module before and after propagation. xlapy reads the "before" module and
 must reproduce, text for text,
 
 * the sharding rule Shardy printed on each op (``sdy.sharding_rule``), and
-* after ``propagate``, the sharding of every function argument and result and
-  of every op result, as Shardy printed them in the "after" module, with the
-  same ops (constraints turned into reshards, sharding groups removed).
+* after Shardy's pipeline, the sharding of every function argument and result
+  and of every op result, as Shardy printed them in the "after" module, with
+  the same ops (constraints turned into reshards, sharding groups removed).
+  XLA dumps that module before the pipeline's last step (explicit reshards),
+  so xlapy's pipeline stops there too (``run_pipeline(module,
+  explicit_reshards=False)``).
 
 The facts are read from both printed modules by the same small reader
 (``expected.py``), which does not use xlapy's frontend."""
@@ -21,7 +24,7 @@ from tests.sharding.expected import Values, op_rules, value_shardings
 from tests.sharding.shardy_reference import PROGRAMS, reference_corpus
 from xlapy.frontends.stablehlo import parse_module, print_module
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
-from xlapy.sharding.propagate import propagate
+from xlapy.sharding.propagation.pipeline import run_pipeline
 from xlapy.sharding.rules import op_sharding_rule
 from xlapy.sharding.values import is_implicit
 
@@ -238,7 +241,9 @@ def test_differences_name_each_difference() -> None:
 def test_propagation_matches_shardy(corpus: dict[str, tuple[str, str]], name: str) -> None:
     """After propagation, every value carries exactly the sharding Shardy gave it."""
     before, after = _program(corpus, name)
-    printed = print_module(propagate(parse_module(before)))
+    module = parse_module(before)
+    run_pipeline(module, explicit_reshards=False)
+    printed = print_module(module)
     mismatches = _differences(value_shardings(after), value_shardings(printed))
     assert not mismatches, f"{name}: {len(mismatches)} value(s) differ\n" + "\n".join(mismatches)
 

@@ -1,14 +1,16 @@
 # ruff: noqa: E501  (MLIR lines are longer than the code's limit)
 """Random programs propagated by xlapy and by Shardy itself (its passes, as
-jaxlib ships them, run in this process): for every strategy the printed
+jaxlib ships them, run in child processes): for every strategy the printed
 modules must be the same up to SSA names.
 
 The programs mix elementwise ops, dot_general, transpose, reshape,
 broadcast_in_dim, reduce, concatenate, slice and sharding constraints over
 random meshes, with random (open or closed, prioritized or not) shardings on
-arguments, results and ops, sharding groups, and dead code. ``pipeline`` is
-compared with Shardy's pipeline without its last step (explicit reshards),
-which xlapy does not do."""
+arguments, results and ops, sharding groups, and dead code. Some also hold
+conflicts for the last step of the pipeline, explicit reshards: concatenates
+of differently sharded operands, and dots whose result shards a free
+dimension with the contracting axes. ``pipeline`` is Shardy's whole
+``sdy-propagation-pipeline``, that last step included."""
 
 from __future__ import annotations
 
@@ -21,8 +23,10 @@ import sys
 
 import pytest
 
+from xlapy.errors import UnimplementedError
 from xlapy.frontends.stablehlo import parse_module, print_module
 from xlapy.sharding.propagate import propagate
+from xlapy.sharding.propagation.pipeline import run_pipeline
 
 pytest.importorskip("jax")
 
@@ -31,18 +35,7 @@ PASSES = {
     "aggressive": "sdy-aggressive-propagate",
     "op-priority": "sdy-op-priority-propagate",
     "user-priority": "sdy-user-priority-propagate",
-    "pipeline": ",".join([
-        "symbol-dce", "sdy-lift-inlined-meshes", "sdy-remove-size-one-axes",
-        "sdy-propagate-sharding-from-func-to-call", "sdy-constant-or-scalar-splitter", "symbol-dce",
-        "sdy-manual-axes-cleanup", "sdy-add-data-flow-edges", "sdy-flatten-call-graph", "symbol-dce",
-        "sdy-import-func-calls{add-data-flow-edges-on-named-computations=true}", "symbol-dce",
-        "sdy-apply-sharding-constraints", "sdy-sharding-group-import", "sdy-pre-order-funcs",
-        "sdy-user-priority-propagate", "sdy-export-named-computations", "sdy-propagate-to-func-results",
-        "sdy-unflatten-call-graph", "symbol-dce", "sdy-insert-func-call-reshards",
-        "func.func(sdy-constant-or-scalar-merger)", "func.func(sdy-sink-data-flow-edges)",
-        "sdy-remove-sharding-groups", "func.func(sdy-sharding-constraint-to-reshard)",
-        "sdy-update-non-divisible-input-output-shardings", "sdy-remove-sub-axes-in-input-output-shardings",
-        "sdy-close-shardings", "canonicalize{enable-patterns=sdy-collective region-simplify=aggressive}"]),
+    "pipeline": "sdy-propagation-pipeline",
 }
 
 
@@ -51,33 +44,36 @@ import json, sys
 import jax
 from jax._src.interpreters import mlir as jax_mlir
 from jaxlib.mlir import ir, passmanager
-out = []
 for text, passes in json.load(sys.stdin):
     try:
         with jax_mlir.make_ir_context():
             module = ir.Module.parse(text)
             passmanager.PassManager.parse(f"builtin.module({passes})").run(module.operation)
-            out.append(str(module))
+            out = str(module)
     except Exception as error:
-        out.append(None)
-json.dump(out, sys.stdout)
+        out = None
+    print(json.dumps(out), flush=True)
 """
 
 
 def run_shardy(items: list[tuple[str, str]]) -> list[str | None]:
     """Shardy's output for each (program, strategy), None where it fails. It
-    runs in child processes: Shardy aborts on some programs (e.g. a fatal
-    error on shardings it cannot handle), which would end the test run."""
-    if not items:
-        return []
-    run = subprocess.run([sys.executable, "-c", _RUNNER], capture_output=True, text=True,
-                         input=json.dumps([(text, PASSES[strategy]) for text, strategy in items]))
-    if run.returncode == 0:
-        return json.loads(run.stdout)
-    if len(items) == 1:
-        return [None]
-    middle = len(items) // 2
-    return run_shardy(items[:middle]) + run_shardy(items[middle:])
+    runs in child processes: Shardy crashes on some programs (a fatal error
+    on shardings it cannot handle, or a segfault), which would end the test
+    run. A child prints each output as soon as it has it; when it dies, the
+    program it was on gets None and a new child goes on with the rest."""
+    outputs: list[str | None] = []
+    while len(outputs) < len(items):
+        pending = items[len(outputs):]
+        run = subprocess.run([sys.executable, "-c", _RUNNER], capture_output=True, text=True,
+                             input=json.dumps([(text, PASSES[strategy]) for text, strategy in pending]))
+        lines = run.stdout.splitlines()
+        if run.returncode != 0 and lines and not run.stdout.endswith("\n"):
+            lines.pop()  # cut off mid-line
+        outputs.extend(json.loads(line) for line in lines[:len(pending)])
+        if run.returncode != 0 and len(outputs) < len(items):
+            outputs.append(None)
+    return outputs
 
 
 def canonical(text: str) -> str:
@@ -103,11 +99,11 @@ class Program:
     UNARY = ("negate", "abs", "sine", "exponential", "tanh", "cosine")
     BINARY = ("add", "multiply", "subtract", "maximum")
 
-    def __init__(self, seed: int, dead: bool, groups: bool):
+    def __init__(self, seed: int, dead: bool, groups: bool, conflicts: bool = False):
         self.r = random.Random(seed)
         names = ["a", "b", "c", "d"][:self.r.choice([2, 3, 4])]
         self.axes = {name: self.r.choice([2, 2, 4]) for name in names}
-        self.dead, self.groups = dead, groups
+        self.dead, self.groups, self.conflicts = dead, groups, conflicts
         self.args: list[str] = []
         self.lines: list[str] = []
         self.values: list[tuple[str, tuple[int, ...]]] = []
@@ -141,12 +137,51 @@ class Program:
         self.lines.append(template.replace("NAME", name, 1).replace("ATTR", attr))
         self.values.append((name, shape))
 
-    def argument(self, shape: tuple[int, ...]) -> str:
+    def argument(self, shape: tuple[int, ...], sharded: float = 0.5, sharding: str | None = None) -> str:
         name = f"%arg{len(self.args)}"
-        attr = f" {{sdy.sharding = #sdy.sharding{self.sharding(shape)}}}" if self.r.random() < 0.5 else ""
+        if sharding is None and self.r.random() < sharded:
+            sharding = self.sharding(shape)
+        attr = f" {{sdy.sharding = #sdy.sharding{sharding}}}" if sharding else ""
         self.args.append(f"{name}: {self.type(shape)}{attr}")
         self.values.append((name, shape))
         return name
+
+    def dims(self, *dims: list[str]) -> str:
+        """A closed or open (at random) sharding from the axes of each dimension."""
+        texts = []
+        for axes in dims:
+            items = [f'"{a}"' for a in axes] + (["?"] if self.r.random() < 0.25 else [])
+            texts.append("{" + ", ".join(items) + "}")
+        return "<@mesh, [" + ", ".join(texts) + "]>"
+
+    def concat_conflict(self) -> None:
+        """A concatenate of arguments sharded differently (from each other and
+        from the result)."""
+        r, t = self.r, self.type
+        shape = tuple(r.choice([4, 8, 16]) for _ in range(r.choice([1, 2, 2, 3])))
+        names = [self.argument(shape, 0.9) for _ in range(r.choice([1, 2, 2, 3]))]
+        dim = r.randrange(len(shape))
+        out = tuple(s * len(names) if i == dim else s for i, s in enumerate(shape))
+        self.add(f"NAME = stablehlo.concatenate {', '.join(names)}, dim = {dim}ATTR : "
+                 f"({', '.join([t(shape)] * len(names))}) -> {t(out)}", out, 0.6)
+
+    def dot_conflict(self) -> None:
+        """A dot whose result shards one free dimension with the contracting
+        axes while the operand shards it otherwise."""
+        r, t = self.r, self.type
+        axes = r.sample(list(self.axes), len(self.axes))
+        contracting, free, other = axes[:1] + axes[3:4] * (r.random() < 0.3), axes[1], axes[2:3]
+        lhs_shape, rhs_shape = (r.choice([4, 8, 16]), 16), (16, r.choice([4, 8, 16]))
+        out = (lhs_shape[0], rhs_shape[1])
+        on_lhs = r.random() < 0.5
+        lhs_free, rhs_free = ([free], other) if on_lhs else (other, [free])
+        lhs = self.argument(lhs_shape, sharding=self.dims(lhs_free, contracting))
+        rhs = self.argument(rhs_shape, sharding=self.dims(contracting, rhs_free))
+        result = self.dims(contracting, rhs_free) if on_lhs else self.dims(lhs_free, contracting)
+        self.lines.append(f"%v{len(self.lines)} = stablehlo.dot_general {lhs}, {rhs}, contracting_dims = [1] x [0] "
+                          f"{{sdy.sharding = #sdy.sharding_per_value<[{result}]>}} : ({t(lhs_shape)}, {t(rhs_shape)}) "
+                          f"-> {t(out)}")
+        self.values.append((f"%v{len(self.lines) - 1}", out))
 
     def pick(self, accept=lambda shape: True):
         found = [v for v in self.values if accept(v[1])]
@@ -156,11 +191,16 @@ class Program:
         r, t = self.r, self.type
         for _ in range(r.randint(1, 3)):
             self.argument(tuple(r.choice([4, 8, 16]) for _ in range(r.choice([1, 2, 2, 3]))))
+        kinds = ["unary", "unary", "binary", "binary", "dot", "transpose", "reshape", "broadcast", "reduce",
+                 "concatenate", "slice", "constraint"] + ["concat_conflict", "dot_conflict"] * 2 * self.conflicts
         for _ in range(ops):
             name, shape = self.pick()
-            kind = r.choice(["unary", "unary", "binary", "binary", "dot", "transpose", "reshape",
-                             "broadcast", "reduce", "concatenate", "slice", "constraint"])
-            if kind == "unary":
+            kind = r.choice(kinds)
+            if kind == "concat_conflict":
+                self.concat_conflict()
+            elif kind == "dot_conflict" and len(self.axes) >= 3:
+                self.dot_conflict()
+            elif kind == "unary":
                 self.add(f"NAME = stablehlo.{r.choice(self.UNARY)} {name}ATTR : {t(shape)}", shape)
             elif kind == "binary":
                 other = self.pick(lambda s, shape=shape: s == shape)[0] if r.random() < 0.7 else self.argument(shape)
@@ -233,22 +273,78 @@ class Program:
                 f"{body}\n    return {', '.join(n for n, _ in outputs)} : {', '.join(t(s) for _, s in outputs)}\n  }}\n}}\n")
 
 
-SEEDS = [(seed, seed % 2 == 1, seed % 3 == 0) for seed in range(40)]
-CASES = [(seed, dead, groups, strategy) for seed, dead, groups in SEEDS for strategy in PASSES]
+# Seeds from 40 on hold conflicts for the explicit reshards.
+SEEDS = [(seed, seed % 2 == 1, seed % 3 == 0, seed >= 40) for seed in range(60)]
+CASES = [(*seed, strategy) for seed in SEEDS for strategy in PASSES]
+
+
+def program_text(seed: int, dead: bool, groups: bool, conflicts: bool) -> str:
+    return Program(seed, dead, groups, conflicts).text(12)
 
 
 @pytest.fixture(scope="module")
 def shardy_outputs() -> dict[tuple[int, str], str | None]:
-    items = [(Program(seed, dead, groups).text(12), strategy) for seed, dead, groups, strategy in CASES]
-    return {(case[0], case[3]): out for case, out in zip(CASES, run_shardy(items))}
+    items = [(program_text(*case[:4]), case[4]) for case in CASES]
+    return {(case[0], case[4]): out for case, out in zip(CASES, run_shardy(items))}
 
 
-@pytest.mark.parametrize(("seed", "dead", "groups", "strategy"), CASES,
-                         ids=[f"seed{c[0]}-{c[3]}" for c in CASES])
-def test_random_program_propagates_as_in_shardy(seed: int, dead: bool, groups: bool, strategy: str,
+@pytest.mark.parametrize(("seed", "dead", "groups", "conflicts", "strategy"), CASES,
+                         ids=[f"seed{c[0]}-{c[4]}" for c in CASES])
+def test_random_program_propagates_as_in_shardy(seed: int, dead: bool, groups: bool, conflicts: bool, strategy: str,
                                                 shardy_outputs) -> None:
-    text = Program(seed, dead, groups).text(12)
+    text = program_text(seed, dead, groups, conflicts)
     reference = shardy_outputs[(seed, strategy)]
     if reference is None:
         pytest.skip("Shardy itself fails on this program")
     assert canonical(print_module(propagate(parse_module(text), strategy))) == canonical(reference), text
+
+
+def _explicit_reshards(text: str, explicit_reshards: bool) -> tuple[int, int]:
+    """(reshards of concatenate operands or results, reshards of dot results)
+    in the module after the pipeline."""
+    module = parse_module(text)
+    run_pipeline(module, explicit_reshards=explicit_reshards)
+    reshards = [i for c in module.computations for i in c.instructions if i.opcode == "sdy.reshard"]
+    at_concat = sum(1 for r in reshards if r.operands[0].opcode == "concatenate"
+                    or any(u.opcode == "concatenate" for u in r.users))
+    after_dot = sum(1 for r in reshards if r.operands[0].opcode == "dot")
+    return at_concat, after_dot
+
+
+def test_random_programs_need_explicit_reshards() -> None:
+    """The programs exercise the pipeline's explicit reshards (which the
+    comparison with Shardy checks): many get reshards at a concatenate, and
+    many at a dot's result, that the pipeline without that step has not."""
+    concat_programs = dot_programs = 0
+    for seed in SEEDS:
+        text = program_text(*seed)
+        (concat_before, dot_before), (concat_after, dot_after) = (_explicit_reshards(text, flag)
+                                                                  for flag in (False, True))
+        concat_programs += concat_after > concat_before
+        dot_programs += dot_after > dot_before
+    assert concat_programs >= 10 and dot_programs >= 5, (concat_programs, dot_programs)
+
+
+_UNREDUCED = """module {
+  sdy.mesh @mesh = <["x"=2, "y"=2]>
+  func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}, %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> (tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>}) {
+    %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {}], unreduced={"x"}>]>} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+    return %0 : tensor<8x8xf32>
+  }
+}
+"""
+
+
+def test_unreduced_axes_are_kept_and_their_all_reduce_reported() -> None:
+    """Shardy keeps unreduced axes when it closes the shardings, and its
+    explicit reshards then add an all-reduce where the value is returned
+    reduced. xlapy keeps them too, but reports that it cannot add the
+    collective instead of leaving it out."""
+    (reference,) = run_shardy([(_UNREDUCED, "pipeline")])
+    assert "sdy.all_reduce" in reference
+    module = parse_module(_UNREDUCED)
+    run_pipeline(module, explicit_reshards=False)
+    dot = next(line for line in print_module(module).splitlines() if "dot_general" in line)
+    assert dot in reference.splitlines()
+    with pytest.raises(UnimplementedError, match="unreduced"):
+        propagate(parse_module(_UNREDUCED))

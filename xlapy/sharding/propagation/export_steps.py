@@ -157,8 +157,13 @@ def remove_sub_axes_in_main_io(main: HloComputation | None) -> None:
                              for s in main.result_shardings]
 
 
+def _closed_keeping_unreduced(sharding: TensorSharding) -> TensorSharding:
+    # Shardy's closing drops the replicated axes but keeps the unreduced ones.
+    return sharding.closed_like().replace_unreduced_axes(sharding.unreduced_axes)
+
+
 def close_shardings(module: HloModule) -> None:
-    transform_shardings(module, TensorSharding.closed_like)
+    transform_shardings(module, _closed_keeping_unreduced)
 
 
 def main_function(module: HloModule, funcs: list[HloComputation]) -> HloComputation | None:

@@ -1,14 +1,15 @@
 """Shardy's propagation pipeline: import steps, user-priority propagation,
-export steps, in the order of Shardy's ``sdy-propagation-pipeline`` (up to
-its closing of every sharding, and the removal of what is then dead). Its
-last step, inserting explicit reshards where a concatenate's (or some
-dot's) operands disagree with its result, is not done: the result is the
-module XLA dumps as Shardy's "after propagation" one."""
+export steps, in the order of Shardy's ``sdy-propagation-pipeline``: after
+every sharding is closed (the module XLA dumps as Shardy's "after
+propagation" one), explicit reshards are inserted where a concatenate's
+operands disagree with its result or a dot's result conflicts with its
+operands (``explicit_reshards``), and what is then dead is removed."""
 
 from __future__ import annotations
 
 from xlapy.hlo import HloModule
 from xlapy.sharding.propagation import call_graph, dce, export_steps, import_steps, ir_edits
+from xlapy.sharding.propagation.explicit_reshards import insert_explicit_reshards
 from xlapy.sharding.propagation.graph import ProgramGraph
 from xlapy.sharding.propagation.groups import ShardingGroups
 from xlapy.sharding.propagation.user_priority import user_priority_propagate
@@ -23,7 +24,9 @@ def prepare(module: HloModule, data_flow_edges: bool = True) -> tuple[ProgramGra
     return graph, ShardingGroups(graph)
 
 
-def run_pipeline(module: HloModule) -> None:
+def run_pipeline(module: HloModule, explicit_reshards: bool = True) -> None:
+    """``explicit_reshards=False`` stops before the explicit reshards: the
+    module as Shardy has it when XLA dumps it "after propagation"."""
     calls = call_graph.CallGraph(module)
     # Import.
     call_graph.symbol_dce(module)
@@ -51,6 +54,8 @@ def run_pipeline(module: HloModule) -> None:
     export_steps.update_non_divisible_io_shardings(module, graph, funcs)
     export_steps.remove_sub_axes_in_main_io(calls.main)
     export_steps.close_shardings(module)
+    if explicit_reshards:
+        insert_explicit_reshards(module, funcs)
     # The canonicalizer at the end of the pipeline removes what is now dead
     # (e.g. the reshard of a sharding constraint without uses).
     dce.dce_module(module, funcs)
