@@ -16,7 +16,8 @@ and so on), the last one its whole pipeline:
   for control flow and manual computations, a copy of a function per call),
   user-priority propagation, and its export steps (e.g. sharding constraints
   become reshards, function copies are merged back, every sharding ends
-  closed).
+  closed), and last ``sdy.reshard`` ops where a concatenate's operands or a
+  dot's result disagree with the op's one sharding per factor.
 
 Without the pipeline, only explicit ``sdy.data_flow_edge`` ops connect the
 values of control flow, calls are not crossed, and only ``@main`` exchanges

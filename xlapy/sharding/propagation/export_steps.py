@@ -95,7 +95,7 @@ def evenly_sharded(sharding: TensorSharding, dims: tuple[int, ...], mesh: Mesh) 
                 axes.append(AxisRef(axis.name, (axis.pre_size, common)))
                 break
         new_dims.append(DimensionSharding(tuple(axes), dim.is_closed))
-    return TensorSharding(sharding.mesh, tuple(new_dims), sharding.replicated_axes)
+    return TensorSharding(sharding.mesh, tuple(new_dims), sharding.replicated_axes, sharding.unreduced_axes)
 
 
 def update_non_divisible_io_shardings(module: HloModule, graph: ProgramGraph,

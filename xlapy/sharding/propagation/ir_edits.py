@@ -5,6 +5,7 @@ frontend needs to print them (``instr.mlir``) consistent."""
 from __future__ import annotations
 
 import copy as copy_module
+import re
 
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
 from xlapy.sharding.mesh import Mesh
@@ -152,11 +153,28 @@ def _ensure_record(instr: HloInstruction):
     return instr.mlir
 
 
+_CONSTANT_NAME = re.compile(r"(c|cst)(_\d+)?")
+
+
+def _keeps_name(op_name: str, name: str) -> bool:
+    """Whether a result keeps the name the text gave it: names of the user's
+    are kept, but the names MLIR gives constants (``%cst``, ``%c_3``) go when
+    the constant is no longer a ``stablehlo.constant`` (an ``sdy.constant``
+    made by splitting constants), as MLIR then numbers it."""
+    from xlapy.frontends.stablehlo_ops import spec_for
+
+    if name.isdigit():
+        return False
+    if op_name == "stablehlo.constant" or not _CONSTANT_NAME.fullmatch(name):
+        return True
+    spec = spec_for(op_name)
+    return spec is not None and bool(spec.result_names)
+
+
 def renumber_values(functions: list[HloComputation]) -> None:
     """Number op results the way MLIR's printer does after ops were added or
     removed: per block in order, each nested region continuing from the count
-    after its parent block; results with a name of their own (``%cst``,
-    ``%iterArg``...) keep it."""
+    after its parent block; named results keep their names (see ``_keeps_name``)."""
     for function in functions:
         stack = [(function, 0)]
         while stack:
@@ -169,7 +187,7 @@ def renumber_values(functions: list[HloComputation]) -> None:
                 if count == 0:
                     continue
                 record = _ensure_record(instr)
-                if record.results and not all(name.isdigit() for name, _ in record.results):
+                if record.results and all(_keeps_name(record.name, name) for name, _ in record.results):
                     continue
                 record.results = [(str(next_value), count)]
                 next_value += 1

@@ -230,3 +230,17 @@ func.func private @f(%arg0: tensor<8x8xf32>) -> tensor<8x8xf32> {
   return %0 : tensor<8x8xf32>
 }
 }
+
+// -----
+
+// Constants named as MLIR names them are numbered once they are sdy.constant
+// ops; unreduced axes of arguments are kept.
+sdy.mesh @mesh = <["x"=2, "y"=4]>
+func.func @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}, %arg1: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}], unreduced={"y"}>}) -> tensor<8x16xf32> {
+  %cst = stablehlo.constant dense<1.0> : tensor<8x16xf32>
+  %c = stablehlo.constant dense<2.0> : tensor<8x16xf32>
+  %0 = stablehlo.add %arg0, %cst : tensor<8x16xf32>
+  %1 = stablehlo.add %0, %c : tensor<8x16xf32>
+  %2 = stablehlo.add %1, %cst : tensor<8x16xf32>
+  return %2 : tensor<8x16xf32>
+}
