@@ -173,9 +173,8 @@ def _called_instructions(module: HloModule) -> list[HloInstruction]:
 def ulp_tolerance(module: HloModule) -> int:
     """The ulps the compiled results of ``module`` may be off the interpreter:
     1 when a computation the entry calls has a transcendental op on real
-    numbers, else 0. (Complex power is not exact either: test_complex.py
-    compares it normwise, on arguments that keep its phase well defined.)"""
-    # On complex numbers they are the C library's functions numpy calls too, or numpy's formulas on them: exact.
+    numbers, else 0."""
+    # On complex numbers both compute XLA's formulas on the C library's real functions: exact.
     return int(any(i.opcode in TRANSCENDENTAL_OPCODES and not _is_complex_instruction(i)
                    for i in _called_instructions(module)))
 

@@ -1,10 +1,11 @@
 """Elemental rules of instructions on complex numbers (c64 as ``complex<f32>``, c128 as ``complex<f64>``): one
 entry per opcode in ``COMPLEX_ELEMENTAL``, emitting the ``complex`` dialect's ops as XLA's emitters do.
-``lower-complex`` later computes each of them as the interpreter (numpy) does.
+``lower-complex`` later computes each of them as the interpreter does.
 
 Index-only ops, constants and select take their rules from ``ELEMENTAL`` (they move elements of any type). Ops
-on complex numbers that neither XLA nor numpy defines (ordered comparisons, maximum, minimum, clamp, remainder,
-atan2, cbrt, bitcast-convert) have no rule: emitting them raises ``UnimplementedError``.
+on complex numbers the interpreter does not compute either (ordered comparisons, maximum, minimum and clamp, which
+XLA:CPU orders inconsistently; remainder, atan2, cbrt; bitcast-convert) have no rule: emitting them raises
+``UnimplementedError``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from xdsl.ir import Operation, SSAValue
 
 from xlapy.codegen.elemental import FunctionEmitter, Indices, complex_rule
 from xlapy.codegen.elemental_arith import convert
-from xlapy.codegen.passes.lower_complex import Parts, numpy_divide
+from xlapy.codegen.passes.lower_complex import Parts, quotient
 from xlapy.codegen.types import element_type, is_complex, part_type
 from xlapy.errors import UnimplementedError
 from xlapy.hlo.ir import HloInstruction
@@ -65,13 +66,13 @@ def _compare(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SS
 
 @complex_rule("logistic")
 def _logistic(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
-    """1 / (1 + e^-x) as the interpreter's numpy computes it: 1 + w adds 1 + 0i, and the division is numpy's."""
+    """1 / (1 + e^-x) as the interpreter computes it: 1 + w adds 1 + 0i, and the division is HLO's divide."""
     (x,) = _operands(em, instr, indices)
     exp = em.insert(cplx.ExpOp(em.insert(cplx.NegOp(x)).result)).result
     denominator = em.insert(cplx.AddOp(em.constant(1, instr.shape.element_type), exp)).result
     p = Parts(em.insert, exp.type.element_type)
     parts = em.insert(cplx.ReOp(denominator)).result, em.insert(cplx.ImOp(denominator)).result
-    real, imag = numpy_divide(p, (p.constant(1.0), p.constant(0.0)), parts)
+    real, imag = quotient(p, (p.constant(1.0), p.constant(0.0)), parts)
     return em.insert(cplx.CreateOp(real, imag, exp.type)).complex
 
 

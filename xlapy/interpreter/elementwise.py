@@ -2,7 +2,8 @@
 
 Narrow floats (bf16, f16, fp8) are computed in f32 and rounded back by the
 evaluator after every op; integers wrap; division, remainder and shifts
-follow XLA's rules where C leaves them undefined."""
+follow XLA's rules where C leaves them undefined. Complex operands go to
+XLA's formulas in ``complex_math.COMPLEX_RULES`` where it has the opcode."""
 
 from __future__ import annotations
 
@@ -11,16 +12,31 @@ import math
 import ml_dtypes
 import numpy as np
 
+from xlapy.interpreter.complex_math import COMPLEX_RULES
 from xlapy.interpreter.numerics import convert, dtype_of, type_of, widen
 from xlapy.interpreter.registry import rule
 from xlapy.shapes import TypeKind
+
+
+def _on_widened(opcode: str, function, arity: int):
+    """The rule applying ``function`` to the widened operands, or XLA's complex formula to complex ones."""
+    complex_function = COMPLEX_RULES.get(opcode)
+
+    def apply(instr, operands, ev):
+        args = [widen(o) for o in operands[:arity]]
+        if complex_function is not None and args[0].dtype.kind == "c":
+            return complex_function(*args)
+        return function(*args)
+
+    return apply
 
 
 def _unary(*opcodes: str):
     """Register ``function(x)`` (on widened values) as the rule of ``opcodes``."""
 
     def register(function):
-        rule(*opcodes)(lambda instr, operands, ev: function(widen(operands[0])))
+        for opcode in opcodes:
+            rule(opcode)(_on_widened(opcode, function, 1))
         return function
 
     return register
@@ -28,7 +44,8 @@ def _unary(*opcodes: str):
 
 def _binary(*opcodes: str):
     def register(function):
-        rule(*opcodes)(lambda instr, operands, ev: function(widen(operands[0]), widen(operands[1])))
+        for opcode in opcodes:
+            rule(opcode)(_on_widened(opcode, function, 2))
         return function
 
     return register
@@ -91,9 +108,6 @@ def _erf_rule(x: np.ndarray) -> np.ndarray:
 
 @_unary("sign")
 def _sign(x: np.ndarray) -> np.ndarray:
-    if x.dtype.kind == "c":
-        magnitude = np.abs(x)
-        return np.where(magnitude == 0, 0, x / np.where(magnitude == 0, 1, magnitude))
     # sign(±0) is ±0 and sign(NaN) is NaN.
     return np.where(x == 0, x, np.sign(x))
 
@@ -174,11 +188,8 @@ def _truncating_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return quotient + inexact.astype(quotient.dtype)
 
 
-@rule("divide")
-def _divide(instr, operands, ev) -> np.ndarray:
-    a, b = widen(operands[0]), widen(operands[1])
-    if a.dtype.kind == "c":
-        return _complex_divide(a, b)
+@_binary("divide")
+def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind == "f":
         return a / b
     by_zero, overflow, safe = _integer_division_parts(a, b)
@@ -204,7 +215,7 @@ def _power(instr, operands, ev) -> np.ndarray:
     if a.dtype.kind == "f":
         return _rounded_once(np.power)(a, b)
     if a.dtype.kind == "c":
-        return _complex_power(a, b)
+        return COMPLEX_RULES["power"](a, b)
     # XLA squares six times (exponents past 63 overflow anyway), so only the
     # exponent's low six bits count. A negative exponent (as a signed number,
     # even for unsigned types) gives 1 for base 1, ±1 for base -1, else 0.
@@ -219,64 +230,6 @@ def _power(instr, operands, ev) -> np.ndarray:
     odd = (exponent & np.uint64(1)) == 1
     reciprocal = np.where(a == 1, 1, np.where(all_ones, np.where(odd, a, 1), 0)).astype(a.dtype)
     return np.where(negative, reciprocal, result)
-
-
-def _complex_divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Smith's algorithm with XLA's handling of zero and infinite operands."""
-    ar, ai, br, bi = x.real, x.imag, y.real, y.imag
-    r_over_i, i_over_r = br / bi, bi / br
-    r_denominator, i_denominator = bi + r_over_i * br, br + i_over_r * bi
-    real_is_smaller = np.abs(br) < np.abs(bi)
-    cr = np.where(real_is_smaller, (r_over_i * ar + ai) / r_denominator, (i_over_r * ai + ar) / i_denominator)
-    ci = np.where(real_is_smaller, (r_over_i * ai - ar) / r_denominator, (ai - i_over_r * ar) / i_denominator)
-    inf = np.asarray(np.inf, ar.dtype)
-    # Where Smith's algorithm gives NaN: a zero divisor, an infinite dividend
-    # over a finite divisor, or a finite dividend over an infinite divisor.
-    zero_divisor = (br == 0) & (bi == 0) & ((ar != 0) | (ai != 0))
-    signed_inf = np.copysign(inf, br)
-    finite = np.isfinite
-    inf_over_finite = ((ar == inf) | (ai == inf)) & finite(br) & finite(bi)
-    ar_inf, ai_inf = np.copysign(np.where(ar == inf, 1, 0), ar), np.copysign(np.where(ai == inf, 1, 0), ai)
-    finite_over_inf = ((br == inf) | (bi == inf)) & finite(ar) & finite(ai)
-    br_inf, bi_inf = np.copysign(np.where(br == inf, 1, 0), br), np.copysign(np.where(bi == inf, 1, 0), bi)
-    special = [
-        (zero_divisor, signed_inf * ar, signed_inf * ai),
-        (inf_over_finite, inf * (ar_inf * br + ai_inf * bi), inf * (ai_inf * br - ar_inf * bi)),
-        (finite_over_inf, 0 * (ar * br_inf + ai * bi_inf), 0 * (ai * br_inf - ar * bi_inf)),
-    ]
-    is_nan = np.isnan(cr) & np.isnan(ci)
-    real, imag = cr, ci
-    for condition, special_real, special_imag in reversed(special):
-        real = np.where(is_nan & condition, special_real, real)
-        imag = np.where(is_nan & condition, special_imag, imag)
-    result = np.empty(real.shape, x.dtype)
-    result.real, result.imag = real, imag
-    return result
-
-
-def _complex_power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """(a+bi)^(c+di) = |x|^c e^(-d arg x) (cos q + i sin q), q = c arg x + d ln|x|,
-    with XLA's special cases (Kahan): x^0 = 1, 0^c = 0 for real c > 0,
-    1^y = 1, inf^c = inf for real c > 0 and 0 for real c < 0."""
-    a, b, c, d = x.real, x.imag, y.real, y.imag
-    magnitude = np.abs(x)
-    angle = np.arctan2(b, a)
-    coefficient = np.power(magnitude, c) * np.exp(-d * angle)
-    q = c * angle + d * np.log(magnitude)
-    value = np.empty(np.broadcast(x, y).shape, x.dtype)
-    value.real, value.imag = coefficient * np.cos(q), coefficient * np.sin(q)
-    real_exponent = d == 0
-    real_base = b == 0
-    cases = [
-        ((magnitude == 0) & real_exponent & (c >= 0), np.where(c == 0, 1, 0)),
-        ((c == 0) & real_exponent, 1),
-        ((a == 1) & real_base, 1),
-        ((a == np.inf) & real_base & real_exponent & (c > 0), np.inf),
-        ((a == np.inf) & real_base & real_exponent & (c < 0), 0),
-    ]
-    for condition, special in cases:
-        value = np.where(condition, np.asarray(special).astype(x.dtype), value)
-    return value
 
 
 def _shift_parts(instr, operands):

@@ -8,6 +8,7 @@ import numpy as np
 
 from xlapy.errors import UnimplementedError, XlapyError
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
+from xlapy.interpreter.element_kinds import check_element_kinds
 from xlapy.interpreter.numerics import dtype_of, narrow
 from xlapy.interpreter.registry import RULES, Value
 from xlapy.shapes import Shape
@@ -64,6 +65,7 @@ class Evaluator:
         rule = RULES.get(instruction.opcode)
         if rule is None:
             raise UnimplementedError(f"the interpreter has no rule for {instruction.opcode} ({instruction.name})")
+        check_element_kinds(instruction)
         with np.errstate(all="ignore"):
             return conform(rule(instruction, operands, self), instruction.shape)
 

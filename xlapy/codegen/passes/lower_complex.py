@@ -1,5 +1,6 @@
 """`lower-complex`: the `complex` dialect's arithmetic as arith and math ops on real and imaginary parts, and its
-functions as calls of the C library's, computing what numpy (the interpreter's oracle) computes, bit for bit.
+functions as calls of the C library's, computing what the interpreter computes, bit for bit: XLA:CPU's formulas
+(`xlapy.interpreter.complex_math`) where the interpreter follows them, numpy's elsewhere.
 
 It runs before `canonicalize`, whose folders would evaluate complex ops on constants in Python (in f64, with
 another division algorithm). Afterwards complex values are only built (`complex.constant`, `complex.create`),
@@ -7,21 +8,25 @@ taken apart (`complex.re`, `complex.im`), chosen (`arith.select`, `scf.if`), loa
 functions; the CPU backend keeps them as a pair of floats.
 
 - add, sub, neg: part by part.
-- mul: as numpy's SIMD loop computes it, re = fma(ar, br, -(ai bi)) and im = fma(ar, bi, ai br) (numpy's
-  `npyv_muladdsub`, which numpy runs on every host with FMA: x86-64-v3 and up, AArch64). The fused form is used
-  on every host, so that results do not depend on the machine.
-- div: HLO's divide as the interpreter computes it: Smith's algorithm, with XLA's results where it gives NaN (a
-  zero divisor, an infinite dividend over a finite divisor, a finite dividend over an infinite divisor).
-- abs: numpy's SIMD loop: larger * sqrt(fma(r, r, 1)) with r = smaller / larger, infinities and NaNs first.
+- mul: re = fma(ar, br, -(ai bi)), im = fma(ai, br, ar bi): (ar br - ai bi, ai br + ar bi) as XLA:CPU's LLVM
+  contracts it on hosts with FMA. The fused form is used on every host, so that results do not depend on the
+  machine.
+- div: HLO's divide as XLA:CPU computes it: Smith's algorithm, its sums contracted into fused multiply-adds, with
+  XLA's results where it gives NaN in both parts (a zero divisor, an infinite dividend over a finite divisor, a
+  finite dividend over an infinite divisor).
+- abs: XLA's larger * sqrt(fma(r, r, 1)) with r = smaller / larger, and smaller where that is NaN.
 - eq, neq: both parts equal; either part differs.
-- sign, rsqrt: numpy's z / |z| and 1 / sqrt(z), dividing as numpy's complex division does (`numpy_divide`).
+- sign: each part divided by that magnitude; z itself where both parts are 0.
+- rsqrt: XLA's polar form |z|^-1/2 (cos t + i sin t), t = -arg(z) / 2, with `atan2`, `cos`, `sin` of the C library
+  (`atan2f`, ... on c64) and its values at 0 and at infinities.
+- log1p: StableHLO's expansion that XLA runs: log(larger) + log1p(r^2) / 2 for huge |z|, log((x+1)^2 + y^2) / 2
+  near -1, else log1p(x^2 + 2x + y^2) / 2 with the sum in double-word arithmetic (Veltkamp's split, Dekker's
+  product, Knuth's two-sum); im = atan2(y, x + 1). Real functions: the C library's `log`, `log1p`, `atan2`.
+- pow: |x|^c e^(-d arg x) (cos q + i sin q), q = fma(c, arg x, d ln|x|), with |x| as abs computes it, the C
+  library's `pow`, `atan2`, `exp`, `log`, `cos`, `sin`, and Kahan's special cases.
 - exp, log, sqrt, sin, cos, tan, tanh: C99's `cexp`, `clog`, ... (`cexpf`, ... on c64), the functions numpy
   calls, declared as external functions (`func.func private @cexpf(complex<f32>) -> complex<f32>`).
-- expm1, log1p: numpy's formulas on the C library's real functions (`expm1f`, `cosf`, `sinf`, `expf`;
-  `hypotf`, `atan2f`, `logf`).
-- pow: the interpreter's formula |x|^c e^(-d arg x) (cos q + i sin q), q = c arg x + d ln|x|, on the C library's
-  real functions, with its special cases. (numpy's SIMD `arctan2`, `power`, `exp`, ... that the interpreter's
-  formula calls round differently from the C library: results agree to a few ulps of their magnitude.)
+- expm1: numpy's formula on the C library's real functions (`expm1f`, `cosf`, `sinf`, `expf`).
 """
 
 from __future__ import annotations
@@ -30,10 +35,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith, func, math
 from xdsl.dialects import complex as cplx
-from xdsl.dialects.builtin import ComplexType, Float32Type, Float64Type, FloatAttr, ModuleOp
+from xdsl.dialects.builtin import ComplexType, Float32Type, FloatAttr, ModuleOp
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -98,100 +104,106 @@ class Parts:
     def either(self, a: SSAValue, b: SSAValue) -> SSAValue:
         return self.value(arith.OrIOp(a, b))
 
-    def widened(self, wide: Attribute) -> Parts:
-        return Parts(self.insert, wide)
-
-    def extend(self, a: SSAValue, wide: Attribute) -> SSAValue:
-        return a if a.type == wide else self.value(arith.ExtFOp(a, wide))
-
-    def truncate(self, a: SSAValue) -> SSAValue:
-        return a if a.type == self.type else self.value(arith.TruncFOp(a, self.type))
-
 
 # --- the formulas, on parts ------------------------------------------------------------------------------------
 
 
-def numpy_product(p: Parts, a: Pair, b: Pair) -> Pair:
-    """numpy's complex multiplication (its SIMD loop, with fused multiply-adds)."""
+def product(p: Parts, a: Pair, b: Pair) -> Pair:
+    """XLA:CPU's complex multiplication: (ar br - ai bi, ai br + ar bi) with the sums contracted."""
     (ar, ai), (br, bi) = a, b
-    return p.fma(ar, br, p.neg(p.mul(ai, bi))), p.fma(ar, bi, p.mul(ai, br))
+    return p.fma(ar, br, p.neg(p.mul(ai, bi))), p.fma(ai, br, p.mul(ar, bi))
 
 
-def numpy_divide(p: Parts, a: Pair, b: Pair) -> Pair:
-    """numpy's complex division: Smith's algorithm scaled by the reciprocal of the denominator; a zero divisor
-    divides each part by +0."""
+def quotient(p: Parts, a: Pair, b: Pair) -> Pair:
+    """HLO's complex divide as XLA:CPU computes it: Smith's algorithm with fused multiply-adds, and XLA's results
+    where it gives NaN in both parts."""
     (ar, ai), (br, bi) = a, b
-    one = p.constant(1.0)
-    abs_r, abs_i = p.abs(br), p.abs(bi)
-    real_larger = p.compare("oge", abs_r, abs_i)
-    rat = p.div(bi, br)
-    scale = p.div(one, p.add(br, p.mul(bi, rat)))
-    by_real = p.mul(p.add(ar, p.mul(ai, rat)), scale), p.mul(p.sub(ai, p.mul(ar, rat)), scale)
-    rat = p.div(br, bi)
-    scale = p.div(one, p.add(bi, p.mul(br, rat)))
-    by_imag = p.mul(p.add(p.mul(ar, rat), ai), scale), p.mul(p.sub(p.mul(ai, rat), ar), scale)
-    by_zero = p.div(ar, abs_r), p.div(ai, abs_i)
-    zero = p.compare("oeq", abs_r, p.constant(0.0))
-    return tuple(p.select(real_larger, p.select(zero, z, r), i)  # type: ignore[return-value]
-                 for z, r, i in zip(by_zero, by_real, by_imag))
-
-
-def numpy_abs(p: Parts, z: Pair) -> SSAValue:
-    """numpy's |z| (its SIMD loop): infinities win over NaNs, then larger * sqrt(1 + (smaller / larger)^2)."""
-    inf, nan = p.constant(float("inf")), p.constant(float("nan"))
-    re, im = p.abs(z[0]), p.abs(z[1])
-    re_inf, im_inf = p.compare("oeq", re, inf), p.compare("oeq", im, inf)
-    re, im = p.select(im_inf, inf, re), p.select(re_inf, inf, im)
-    re_number, im_number = p.compare("ord", re, re), p.compare("ord", im, im)
-    re, im = p.select(im_number, re, nan), p.select(re_number, im, nan)
-    larger, smaller = p.value(arith.MaximumfOp(re, im)), p.value(arith.MinimumfOp(im, re))
-    no_ratio = p.either(p.compare("oeq", larger, p.constant(0.0)), p.compare("oeq", smaller, inf))
-    ratio = p.select(no_ratio, p.constant(0.0), p.div(smaller, larger))
-    return p.mul(p.sqrt(p.fma(ratio, ratio, p.constant(1.0))), larger)
-
-
-def hlo_divide(p: Parts, a: Pair, b: Pair) -> Pair:
-    """HLO's complex divide as the interpreter computes it (Smith's algorithm with XLA's special cases). The
-    special values of infinite operands are computed in f64, as the interpreter's numpy promotes them."""
-    (ar, ai), (br, bi) = a, b
-    r_over_i, i_over_r = p.div(br, bi), p.div(bi, br)
-    r_denominator, i_denominator = p.add(bi, p.mul(r_over_i, br)), p.add(br, p.mul(i_over_r, bi))
+    ratio = p.div(br, bi)
+    denominator = p.fma(ratio, br, bi)
+    by_imag = p.div(p.fma(ar, ratio, ai), denominator), p.div(p.fma(ai, ratio, p.neg(ar)), denominator)
+    ratio = p.div(bi, br)
+    denominator = p.fma(ratio, bi, br)
+    by_real = p.div(p.fma(ai, ratio, ar), denominator), p.div(p.fma(p.neg(ar), ratio, ai), denominator)
     real_smaller = p.compare("olt", p.abs(br), p.abs(bi))
-    real = p.select(real_smaller, p.div(p.add(p.mul(r_over_i, ar), ai), r_denominator),
-                    p.div(p.add(p.mul(i_over_r, ai), ar), i_denominator))
-    imag = p.select(real_smaller, p.div(p.sub(p.mul(r_over_i, ai), ar), r_denominator),
-                    p.div(p.sub(ai, p.mul(i_over_r, ar)), i_denominator))
-    inf, zero = p.constant(float("inf")), p.constant(0.0)
+    real, imag = (p.select(real_smaller, i, r) for i, r in zip(by_imag, by_real))
 
-    def is_inf(x: SSAValue) -> SSAValue:  # +inf only, as the interpreter tests it
-        return p.compare("oeq", x, inf)
+    one, zero, inf = p.constant(1.0), p.constant(0.0), p.constant(float("inf"))
 
-    nonzero_dividend = p.either(p.compare("une", ar, zero), p.compare("une", ai, zero))
-    zero_divisor = p.both(p.both(p.compare("oeq", br, zero), p.compare("oeq", bi, zero)), nonzero_dividend)
-    inf_over_finite = p.both(p.either(is_inf(ar), is_inf(ai)), p.both(p.is_finite(br), p.is_finite(bi)))
-    finite_over_inf = p.both(p.either(is_inf(br), is_inf(bi)), p.both(p.is_finite(ar), p.is_finite(ai)))
-    w = p.widened(Float64Type())
-    war, wai, wbr, wbi = (w.extend(x, w.type) for x in (ar, ai, br, bi))
+    def is_inf(x: SSAValue) -> SSAValue:
+        return p.compare("oeq", p.abs(x), inf)
 
-    def unit(x: SSAValue, wide: SSAValue) -> SSAValue:  # ±1 where x is +inf, else ±0, with x's sign
-        return w.copysign(w.select(is_inf(x), w.constant(1.0), w.constant(0.0)), wide)
+    def is_nan(x: SSAValue) -> SSAValue:
+        return p.compare("uno", x, x)
 
-    ar_inf, ai_inf, br_inf, bi_inf = unit(ar, war), unit(ai, wai), unit(br, wbr), unit(bi, wbi)
-    w_inf, w_zero = w.constant(float("inf")), w.constant(0.0)
+    def unit(x: SSAValue) -> SSAValue:  # ±1 where x is infinite, else ±0, with x's sign
+        return p.copysign(p.select(is_inf(x), one, zero), x)
+
+    finite_dividend = p.both(p.is_finite(ar), p.is_finite(ai))
+    finite_divisor = p.both(p.is_finite(br), p.is_finite(bi))
+    zero_divisor = p.both(p.both(p.compare("oeq", br, zero), p.compare("oeq", bi, zero)),
+                          p.either(p.compare("ord", ar, ar), p.compare("ord", ai, ai)))
     signed_inf = p.copysign(inf, br)
-    specials = [  # by priority, lowest first
-        (finite_over_inf, w.mul(w_zero, w.add(w.mul(war, br_inf), w.mul(wai, bi_inf))),
-         w.mul(w_zero, w.sub(w.mul(wai, br_inf), w.mul(war, bi_inf)))),
-        (inf_over_finite, w.mul(w_inf, w.add(w.mul(ar_inf, wbr), w.mul(ai_inf, wbi))),
-         w.mul(w_inf, w.sub(w.mul(ai_inf, wbr), w.mul(ar_inf, wbi)))),
+    (ar_unit, ai_unit), (br_unit, bi_unit) = (unit(ar), unit(ai)), (unit(br), unit(bi))
+    cases = [  # by priority, lowest first
+        (p.both(finite_dividend, p.either(is_inf(br), is_inf(bi))),
+         p.mul(zero, p.add(p.mul(ar, br_unit), p.mul(ai, bi_unit))),
+         p.mul(zero, p.sub(p.mul(ai, br_unit), p.mul(ar, bi_unit)))),
+        (p.both(p.either(is_inf(ar), is_inf(ai)), finite_divisor),
+         p.mul(inf, p.add(p.mul(ar_unit, br), p.mul(ai_unit, bi))),
+         p.mul(inf, p.sub(p.mul(ai_unit, br), p.mul(ar_unit, bi)))),
         (zero_divisor, p.mul(signed_inf, ar), p.mul(signed_inf, ai)),
     ]
-    is_nan = p.both(p.compare("uno", real, real), p.compare("uno", imag, imag))
-    for condition, special_real, special_imag in specials:
-        chosen = p.both(is_nan, condition)
-        real = p.select(chosen, p.truncate(special_real), real)
-        imag = p.select(chosen, p.truncate(special_imag), imag)
-    return real, imag
+    smith_failed = p.both(is_nan(real), is_nan(imag))
+    special_real, special_imag = real, imag
+    for condition, case_real, case_imag in cases:
+        special_real = p.select(condition, case_real, special_real)
+        special_imag = p.select(condition, case_imag, special_imag)
+    return p.select(smith_failed, special_real, real), p.select(smith_failed, special_imag, imag)
+
+
+def _larger_and_smaller(p: Parts, z: Pair) -> tuple[SSAValue, SSAValue]:
+    """The larger and the smaller magnitude of the parts (NaN if either is NaN)."""
+    re, im = p.abs(z[0]), p.abs(z[1])
+    return p.value(arith.MaximumfOp(re, im)), p.value(arith.MinimumfOp(re, im))
+
+
+def _one_plus_square(p: Parts, larger: SSAValue, smaller: SSAValue) -> SSAValue:
+    """1 + (smaller / larger)^2, rounded once."""
+    ratio = p.div(smaller, larger)
+    return p.fma(ratio, ratio, p.constant(1.0))
+
+
+def magnitude(p: Parts, z: Pair) -> SSAValue:
+    """XLA's |z|: larger * sqrt(1 + (smaller / larger)^2), or smaller where that is NaN (zeros, two infinities)."""
+    larger, smaller = _larger_and_smaller(p, z)
+    value = p.mul(larger, p.sqrt(_one_plus_square(p, larger, smaller)))
+    return p.select(p.compare("uno", value, value), smaller, value)
+
+
+def _real_rsqrt(p: Parts, x: SSAValue) -> SSAValue:
+    return p.div(p.constant(1.0), p.sqrt(x))
+
+
+def _split(p: Parts, x: SSAValue) -> Pair:
+    """Veltkamp's split of x into two halves of its significand (their products are exact)."""
+    bits = 24 if isinstance(p.type, Float32Type) else 53
+    scaled = p.mul(x, p.constant(float(2 ** ((bits + 1) // 2) + 1)))
+    high = p.add(scaled, p.sub(x, scaled))
+    return high, p.sub(x, high)
+
+
+def _square_error(p: Parts, x: SSAValue, square: SSAValue) -> SSAValue:
+    """x * x - square exactly, ``square`` being x * x rounded (Dekker)."""
+    high, low = _split(p, x)
+    cross = p.mul(high, low)
+    error = p.add(p.add(p.add(p.neg(square), p.mul(high, high)), cross), cross)
+    return p.add(error, p.mul(low, low))
+
+
+def _sum_error(p: Parts, total: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
+    """a + b - total exactly, ``total`` being a + b rounded (Knuth's two-sum)."""
+    b_part = p.sub(total, a)
+    return p.add(p.sub(a, p.sub(total, b_part)), p.sub(b, b_part))
 
 
 # --- the rewrite -----------------------------------------------------------------------------------------------
@@ -274,17 +286,17 @@ def _neg(lw: _Lowering, op: Operation) -> Pair:
 
 @_rule("complex.mul")
 def _mul(lw: _Lowering, op: Operation) -> Pair:
-    return numpy_product(lw.p, *lw.operands(op))
+    return product(lw.p, *lw.operands(op))
 
 
 @_rule("complex.div")
 def _div(lw: _Lowering, op: Operation) -> Pair:
-    return hlo_divide(lw.p, *lw.operands(op))
+    return quotient(lw.p, *lw.operands(op))
 
 
 @_rule("complex.abs")
 def _abs(lw: _Lowering, op: Operation) -> SSAValue:
-    return numpy_abs(lw.p, *lw.operands(op))
+    return magnitude(lw.p, *lw.operands(op))
 
 
 @_rule("complex.eq")
@@ -301,20 +313,32 @@ def _neq(lw: _Lowering, op: Operation) -> SSAValue:
 
 @_rule("complex.sign")
 def _sign(lw: _Lowering, op: Operation) -> Pair:
-    """numpy's z / |z| (the magnitude as a complex number with +0 imaginary part); 0 where |z| is 0."""
+    """Each part divided by |z|; z itself (signed zeros kept) where both parts are 0."""
     p = lw.p
-    (z,) = lw.operands(op)
-    magnitude = numpy_abs(p, z)
+    ((re, im),) = lw.operands(op)
+    length = magnitude(p, (re, im))
     zero = p.constant(0.0)
-    is_zero = p.compare("oeq", magnitude, zero)
-    quotient = numpy_divide(p, z, (p.select(is_zero, p.constant(1.0), magnitude), zero))
-    return p.select(is_zero, zero, quotient[0]), p.select(is_zero, zero, quotient[1])
+    is_zero = p.both(p.compare("oeq", re, zero), p.compare("oeq", im, zero))
+    return p.select(is_zero, re, p.div(re, length)), p.select(is_zero, im, p.div(im, length))
 
 
 @_rule("complex.rsqrt")
 def _rsqrt(lw: _Lowering, op: Operation) -> Pair:
-    root = lw.call(lw.suffixed("csqrt"), [op.operands[0]], op.results[0].type)
-    return numpy_divide(lw.p, (lw.p.constant(1.0), lw.p.constant(0.0)), lw.parts(root))
+    """Polar: |z|^-1/2 (cos t + i sin t), t = -arg(z) / 2, with XLA's values at 0 and at infinities."""
+    p = lw.p
+    ((re, im),) = lw.operands(op)
+    larger, smaller = _larger_and_smaller(p, (re, im))
+    scale = p.mul(_real_rsqrt(p, larger), p.sqrt(_real_rsqrt(p, _one_plus_square(p, larger, smaller))))
+    scale = p.select(p.compare("uno", scale, scale), _real_rsqrt(p, smaller), scale)
+    angle = p.mul(lw.real_call("atan2", im, re), p.constant(-0.5))
+    real, imag = p.mul(scale, lw.real_call("cos", angle)), p.mul(scale, lw.real_call("sin", angle))
+    inf, zero = p.constant(float("inf")), p.constant(0.0)
+    vanishing = p.either(p.both(p.compare("oeq", p.abs(im), inf), p.compare("uno", re, re)),
+                         p.compare("oeq", p.abs(re), inf))
+    real = p.select(vanishing, p.copysign(zero, re), real)
+    imag = p.select(vanishing, p.neg(p.copysign(zero, im)), imag)
+    at_zero = p.both(p.compare("oeq", re, zero), p.compare("oeq", im, zero))
+    return p.select(at_zero, inf, real), p.select(at_zero, p.constant(float("nan")), imag)
 
 
 @_rule(*_C_FUNCTIONS)
@@ -333,13 +357,41 @@ def _expm1(lw: _Lowering, op: Operation) -> Pair:
     return real, p.mul(lw.real_call("exp", x), lw.real_call("sin", y))
 
 
+def _log1p_of_sum(lw: _Lowering, x: SSAValue, y: SSAValue, y_squared: SSAValue) -> SSAValue:
+    """log1p(2x + y^2 + x^2) / 2, the sum and its rounding errors added up as StableHLO's expansion adds them."""
+    p = lw.p
+    two_x = p.add(x, x)
+    s1 = p.add(two_x, y_squared)
+    x_squared = p.mul(x, x)
+    s2 = p.add(s1, x_squared)
+    y_error = _square_error(p, y, y_squared)
+    s3 = p.add(s2, y_error)
+    x_error = _square_error(p, x, x_squared)
+    s4 = p.add(s3, x_error)
+    errors = p.add(p.add(p.add(_sum_error(p, s1, two_x, y_squared), _sum_error(p, s2, s1, x_squared)),
+                         _sum_error(p, s3, s2, y_error)), _sum_error(p, s4, s3, x_error))
+    return p.mul(lw.real_call("log1p", p.add(s4, errors)), p.constant(0.5))
+
+
 @_rule("complex.log1p")
 def _log1p(lw: _Lowering, op: Operation) -> Pair:
-    """numpy: re = log(hypot(x + 1, y)), im = atan2(y, x + 1)."""
+    """StableHLO's expansion (module docstring); im = atan2(y, x + 1)."""
     p = lw.p
     ((x, y),) = lw.operands(op)
-    shifted = p.add(x, p.constant(1.0))
-    return lw.real_call("log", lw.real_call("hypot", shifted, y)), lw.real_call("atan2", y, shifted)
+    one, half = p.constant(1.0), p.constant(0.5)
+    larger, smaller = _larger_and_smaller(p, (x, y))
+    ratio = p.div(smaller, larger)
+    squared_ratio = p.select(p.compare("oeq", smaller, larger), one, p.mul(ratio, ratio))
+    huge = p.add(lw.real_call("log", larger), p.mul(lw.real_call("log1p", squared_ratio), half))
+    x_plus_one = p.add(x, one)
+    y_squared = p.mul(y, y)
+    near_minus_one = p.mul(lw.real_call("log", p.fma(x_plus_one, x_plus_one, y_squared)), half)
+    part = np.float32 if isinstance(p.type, Float32Type) else np.float64
+    large = float(np.sqrt(np.finfo(part).max) * part(0.01))
+    near = p.compare("olt", p.add(p.abs(x_plus_one), p.abs(y)), p.constant(0.2))
+    real = p.select(p.compare("ogt", larger, p.constant(large)), huge,
+                    p.select(near, near_minus_one, _log1p_of_sum(lw, x, y, y_squared)))
+    return real, lw.real_call("atan2", y, x_plus_one)
 
 
 @_rule("complex.pow")
@@ -347,16 +399,16 @@ def _pow(lw: _Lowering, op: Operation) -> Pair:
     """The interpreter's formula and special cases (see the module docstring)."""
     p = lw.p
     (a, b), (c, d) = lw.operands(op)
-    magnitude = numpy_abs(p, (a, b))
+    length = magnitude(p, (a, b))
     angle = lw.real_call("atan2", b, a)
-    coefficient = p.mul(lw.real_call("pow", magnitude, c), lw.real_call("exp", p.mul(p.neg(d), angle)))
-    q = p.add(p.mul(c, angle), p.mul(d, lw.real_call("log", magnitude)))
+    coefficient = p.mul(lw.real_call("pow", length, c), lw.real_call("exp", p.mul(p.neg(d), angle)))
+    q = p.fma(c, angle, p.mul(d, lw.real_call("log", length)))
     real, imag = p.mul(coefficient, lw.real_call("cos", q)), p.mul(coefficient, lw.real_call("sin", q))
     zero, one, inf = p.constant(0.0), p.constant(1.0), p.constant(float("inf"))
     real_exponent, real_base = p.compare("oeq", d, zero), p.compare("oeq", b, zero)
     inf_base = p.both(p.both(p.compare("oeq", a, inf), real_base), real_exponent)
     cases = [  # later cases win
-        (p.both(p.both(p.compare("oeq", magnitude, zero), real_exponent), p.compare("oge", c, zero)),
+        (p.both(p.both(p.compare("oeq", length, zero), real_exponent), p.compare("oge", c, zero)),
          p.select(p.compare("oeq", c, zero), one, zero)),
         (p.both(p.compare("oeq", c, zero), real_exponent), one),
         (p.both(p.compare("oeq", a, one), real_base), one),
@@ -411,4 +463,4 @@ class LowerComplexPass(ModulePass):
 # Ops that stay: they build and take apart complex values.
 _KEPT = (cplx.ConstantOp, cplx.CreateOp, cplx.ReOp, cplx.ImOp)
 
-__all__ = ["LowerComplexPass", "Parts", "hlo_divide", "numpy_abs", "numpy_divide", "numpy_product"]
+__all__ = ["LowerComplexPass", "Parts", "magnitude", "product", "quotient"]
