@@ -24,7 +24,9 @@ DEVICE_COUNT = 8
 PROGRAMS: tuple[str, ...] = (
     "elementwise", "elementwise_backward", "dot", "dot_contracting", "dot_batch", "mlp", "reduce", "reduce_max_keep",
     "argmax", "reshape_merge", "reshape_split", "reshape_subaxis", "reshape_backward", "transpose", "broadcast",
-    "broadcast_backward", "concatenate", "concatenate_other_dim", "slice", "pad", "layernorm", "attention", "while",
+    "broadcast_backward", "concatenate", "concatenate_other_dim", "concatenate_three_shardings",
+    "dot_result_on_contracting_axis", "dot_general_result_on_contracting_axis", "slice", "pad", "layernorm",
+    "attention", "while",
     "cond", "constraint", "constraint_conflict", "conflict", "conflict_dims", "mesh3", "manual_computation",
     "sharding_group", "iota_add", "cumsum", "sort", "gather", "dynamic_slice", "reverse", "dot_batch_both",
     "dot_batch_conflict", "dot_general_multi_batch", "reduce_multi", "reduce_multi_sharded", "reshape_subaxis_merge",
@@ -141,6 +143,15 @@ def _programs() -> dict[str, tuple[Callable[..., Any], tuple[Any, ...], dict[str
                         dict(in_shardings=(s("x", "y"), None))),
         "concatenate_other_dim": (lambda a, b: jnp.concatenate([a, b], axis=0), (f32(8, 16), f32(8, 16)),
                                   dict(in_shardings=(s(None, "y"), s("x", None)))),
+        "concatenate_three_shardings": (lambda a, b, c: jnp.concatenate([a, b, c], axis=1),
+                                        (f32(8, 16), f32(8, 16), f32(8, 16)),
+                                        dict(in_shardings=(s("x", "y"), s("y", None), s(None, "x")))),
+        "dot_result_on_contracting_axis": (lambda a, b: a @ b, (f32(8, 16), f32(16, 32)),
+                                           dict(in_shardings=(s(None, "x"), s("x", None)),
+                                                out_shardings=s("x", None))),
+        "dot_general_result_on_contracting_axis": (
+            lambda a, b: jnp.einsum("bij,bjk->bik", a, b), (f32(4, 8, 16), f32(4, 16, 32)),
+            dict(in_shardings=(s(None, None, "y"), s(None, "y", None)), out_shardings=s(None, None, "y"))),
         "slice": (lambda a: a[2:6, ::2] + 1.0, (f32(8, 16),), dict(in_shardings=(s("x", "y"),))),
         "pad": (lambda a: jnp.pad(a, ((1, 1), (0, 0))), (f32(8, 16),), dict(in_shardings=(s("x", "y"),))),
         "layernorm": (layernorm, (f32(8, 32),), dict(in_shardings=(s("x", "y"),))),
@@ -218,7 +229,8 @@ def _programs() -> dict[str, tuple[Callable[..., Any], tuple[Any, ...], dict[str
 
 
 def generate(out_dir: pathlib.Path) -> None:
-    """Write NAME.before.mlir / NAME.after.mlir for every program (child process)."""
+    """Write NAME.before.mlir / NAME.after.mlir / NAME.reshards.mlir (after the
+    explicit reshards that end Shardy's pipeline) for every program (child process)."""
     import jax
 
     programs = _programs()
@@ -230,13 +242,14 @@ def generate(out_dir: pathlib.Path) -> None:
         jax.jit(fn, **jit_kwargs).lower(*args).compile(
             compiler_options={"xla_dump_to": str(dump), "xla_dump_hlo_pass_re": "shardy-xla"})
         (module_dir,) = [d for d in (dump / "shardy").iterdir() if d.is_dir()]
-        for stage, suffix in (("01.before_propagation", "before"), ("02.after_propagation", "after")):
+        for stage, suffix in (("01.before_propagation", "before"), ("02.after_propagation", "after"),
+                              ("03.after_minimal_partitioner_with_global_shapes", "reshards")):
             (out_dir / f"{name}.{suffix}.mlir").write_text((module_dir / f"{stage}.mlir").read_text())
 
 
-def reference_corpus(out_dir: pathlib.Path) -> dict[str, tuple[str, str]]:
-    """name -> (module before Shardy's propagation, module after it), produced
-    by XLA:CPU in a child process."""
+def reference_corpus(out_dir: pathlib.Path) -> dict[str, tuple[str, str, str]]:
+    """name -> (module before Shardy's propagation, module after it, module after
+    the explicit reshards), produced by XLA:CPU in a child process."""
     env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICE_COUNT}",
                JAX_PLATFORMS="cpu")
     root = pathlib.Path(__file__).resolve().parents[2]
@@ -245,7 +258,7 @@ def reference_corpus(out_dir: pathlib.Path) -> dict[str, tuple[str, str]]:
     if child.returncode != 0:
         raise RuntimeError(f"the reference programs failed (exit {child.returncode}):\n{child.stderr[-4000:]}")
     names = sorted(p.name[: -len(".before.mlir")] for p in out_dir.glob("*.before.mlir"))
-    return {n: ((out_dir / f"{n}.before.mlir").read_text(), (out_dir / f"{n}.after.mlir").read_text())
+    return {n: tuple((out_dir / f"{n}.{stage}.mlir").read_text() for stage in ("before", "after", "reshards"))
             for n in names}
 
 

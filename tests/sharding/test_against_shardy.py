@@ -9,7 +9,9 @@ must reproduce, text for text,
   the same ops (constraints turned into reshards, sharding groups removed).
   XLA dumps that module before the pipeline's last step (explicit reshards),
   so xlapy's pipeline stops there too (``run_pipeline(module,
-  explicit_reshards=False)``).
+  explicit_reshards=False)``);
+* after the whole pipeline, the same of XLA's next dump (after the explicit
+  reshards: ``sdy.reshard`` ops around differently sharded concatenates).
 
 The facts are read from both printed modules by the same small reader
 (``expected.py``), which does not use xlapy's frontend."""
@@ -34,13 +36,14 @@ _MISSING = "<no such value>"
 
 
 @pytest.fixture(scope="session")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, str]]:
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, str, str]]:
     return reference_corpus(tmp_path_factory.mktemp("shardy_reference"))
 
 
-def _program(corpus: dict[str, tuple[str, str]], name: str) -> tuple[str, str]:
+def _program(corpus: dict[str, tuple[str, str, str]], name: str) -> tuple[str, str]:
+    """The module before and after Shardy's propagation."""
     assert name in corpus, f"no dump for {name}: {sorted(corpus)}"
-    return corpus[name]
+    return corpus[name][:2]
 
 
 # -- the reader on a fixed text ---------------------------------------------------
@@ -145,7 +148,7 @@ def test_reader_manual_computation() -> None:
 
 # -- the corpus ---------------------------------------------------------------------
 
-def test_corpus_has_every_program(corpus: dict[str, tuple[str, str]]) -> None:
+def test_corpus_has_every_program(corpus: dict[str, tuple[str, str, str]]) -> None:
     assert sorted(corpus) == sorted(PROGRAMS)
 
 
@@ -172,7 +175,7 @@ def _keyed_instructions(module: HloModule) -> dict[str, HloInstruction]:
 
 
 @pytest.mark.parametrize("name", PROGRAMS)
-def test_rules_match_shardy(corpus: dict[str, tuple[str, str]], name: str) -> None:
+def test_rules_match_shardy(corpus: dict[str, tuple[str, str, str]], name: str) -> None:
     """Every op Shardy kept (same kind before and after) has xlapy's rule, or
     no rule where Shardy printed none."""
     before, after = _program(corpus, name)
@@ -238,7 +241,7 @@ def test_differences_name_each_difference() -> None:
 
 
 @pytest.mark.parametrize("name", PROGRAMS)
-def test_propagation_matches_shardy(corpus: dict[str, tuple[str, str]], name: str) -> None:
+def test_propagation_matches_shardy(corpus: dict[str, tuple[str, str, str]], name: str) -> None:
     """After propagation, every value carries exactly the sharding Shardy gave it."""
     before, after = _program(corpus, name)
     module = parse_module(before)
@@ -248,7 +251,19 @@ def test_propagation_matches_shardy(corpus: dict[str, tuple[str, str]], name: st
     assert not mismatches, f"{name}: {len(mismatches)} value(s) differ\n" + "\n".join(mismatches)
 
 
-def test_corpus_is_read_completely(corpus: dict[str, tuple[str, str]]) -> None:
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_explicit_reshards_match_shardy(corpus: dict[str, tuple[str, str, str]], name: str) -> None:
+    """After the whole pipeline (explicit reshards included), the ops and their
+    shardings are those of XLA's dump after Shardy's explicit reshards."""
+    before, _ = _program(corpus, name)
+    reshards = corpus[name][2]
+    module = parse_module(before)
+    run_pipeline(module)
+    mismatches = _differences(value_shardings(reshards), value_shardings(print_module(module)))
+    assert not mismatches, f"{name}: {len(mismatches)} value(s) differ\n" + "\n".join(mismatches)
+
+
+def test_corpus_is_read_completely(corpus: dict[str, tuple[str, str, str]]) -> None:
     """Nothing is compared vacuously: the reader sees every op line of Shardy's
     output, and every op there is one of the program handed to Shardy."""
     for name in PROGRAMS:
@@ -258,3 +273,10 @@ def test_corpus_is_read_completely(corpus: dict[str, tuple[str, str]]) -> None:
         assert len(ops) == defining, name
         before_keys = {op.key for op in op_rules(before)}
         assert [op.label for op in ops if op.key not in before_keys] == [], name
+
+
+def test_some_programs_get_explicit_reshards(corpus: dict[str, tuple[str, str, str]]) -> None:
+    """The explicit-reshard comparison is not vacuous: XLA's dump adds reshards to some programs."""
+    resharded = sorted(name for name, (_, after, reshards) in corpus.items()
+                       if reshards.count("sdy.reshard") > after.count("sdy.reshard"))
+    assert resharded == ["concatenate_other_dim", "concatenate_three_shardings"]
