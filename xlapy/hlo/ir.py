@@ -115,6 +115,11 @@ class HloInstruction:
         return f"<HloInstruction {self.name} = {self.shape} {self.opcode}>"
 
 
+# How far ``HloComputation._index_of`` looks around where an instruction was.
+_MAX_SEARCH_WINDOW = 4096
+_MISSES_PER_REINDEX = 32
+
+
 class HloComputation:
     """A computation: parameters, instructions in order, a root."""
 
@@ -132,6 +137,11 @@ class HloComputation:
         self.result_shardings: list[Any] = []
         # How the StableHLO frontend prints this function or region (None for HLO text).
         self.mlir: Any = None
+        # Where instructions were last seen in ``instructions``, so that adding
+        # before one or removing one need not search the whole list (see
+        # ``_index_of``): id -> (position, inserts, removals) at that time.
+        self._positions: dict[int, tuple[int, int, int]] = {}
+        self._inserts = self._removals = self._misses = 0
 
     @property
     def parameters(self) -> list[HloInstruction]:
@@ -149,7 +159,10 @@ class HloComputation:
         if before is None:
             self.instructions.append(instruction)
         else:
-            self.instructions.insert(self.instructions.index(before), instruction)
+            position = self._index_of(before)
+            self.instructions.insert(position, instruction)
+            self._inserts += 1
+            self._positions[id(instruction)] = (position, self._inserts, self._removals)
         return instruction
 
     def remove_instruction(self, instruction: HloInstruction) -> None:
@@ -158,10 +171,54 @@ class HloComputation:
         if instruction is self.root:
             raise VerifyError(f"cannot remove {instruction.name}: it is the root of {self.name}")
         instruction.drop_all_edges()
-        self.instructions.remove(instruction)
+        del self.instructions[self._index_of(instruction)]
+        self._removals += 1
+        self._positions.pop(id(instruction), None)
         if self.module is not None:
             self.module.names.discard(instruction.name)
         instruction.parent = None
+
+    def _index_of(self, instruction: HloInstruction) -> int:
+        """``instructions.index(instruction)``, mostly without a search: since
+        ``instruction`` was last seen at position p, each insertion moved it
+        at most one place later and each removal one place earlier, so it is
+        between p - removals and p + insertions since then (unless the list
+        was edited directly), and edits in program order leave it at one end."""
+        instructions = self.instructions
+        seen = self._positions.get(id(instruction))
+        index = -1
+        low, high = 0, len(instructions)
+        if seen is not None:
+            position, inserts, removals = seen
+            low = max(0, position - (self._removals - removals))
+            high = min(high, position + (self._inserts - inserts) + 1)
+            if low < high and instructions[high - 1] is instruction:
+                index = high - 1
+            elif low < high and instructions[low] is instruction:
+                index = low
+            if index >= 0:
+                self._positions[id(instruction)] = (index, self._inserts, self._removals)
+                return index
+            if high - low > _MAX_SEARCH_WINDOW or low >= high:
+                low, high = 0, len(instructions)
+        try:
+            index = instructions.index(instruction, low, high)
+        except ValueError:
+            index = instructions.index(instruction)
+        self._misses += 1
+        # Noting every position costs about as much as a few dozen searches:
+        # done the first time (e.g. after parsing), and again once that many
+        # searches were needed.
+        if not self._positions or self._misses >= _MISSES_PER_REINDEX:
+            self._reindex()
+        else:
+            self._positions[id(instruction)] = (index, self._inserts, self._removals)
+        return index
+
+    def _reindex(self) -> None:
+        edits = (self._inserts, self._removals)
+        self._positions = {id(instr): (i, *edits) for i, instr in enumerate(self.instructions)}
+        self._misses = 0
 
     def post_order(self) -> list[HloInstruction]:
         """Every operand and control predecessor before its users, in the order

@@ -93,6 +93,17 @@ class OpShardingRule:
             set_(self, name, tuple(int(f) for f in getattr(self, name)))
         set_(self, "is_custom", bool(self.is_custom))
 
+    def __hash__(self) -> int:
+        # Rules key the caches of propagation, one lookup per op visited:
+        # hash the nested tuples once (ints only, so the same in every process).
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.factor_sizes, self.operand_mappings, self.result_mappings, self.reduction_factors,
+                           self.need_replication_factors, self.permutation_factors,
+                           self.blocked_propagation_factors, self.is_custom))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
     # -- views -----------------------------------------------------------------
     @property
     def num_factors(self) -> int:

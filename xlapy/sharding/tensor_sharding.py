@@ -70,13 +70,13 @@ class DimensionSharding:
         return dataclasses.replace(self, axes=tuple(axes))
 
     def closed(self) -> DimensionSharding:
-        return dataclasses.replace(self, is_closed=True)
+        return DimensionSharding(self.axes, True, self.priority)
 
     def opened(self) -> DimensionSharding:
-        return dataclasses.replace(self, is_closed=False)
+        return DimensionSharding(self.axes, False, self.priority)
 
     def without_priority(self) -> DimensionSharding:
-        return dataclasses.replace(self, priority=None)
+        return DimensionSharding(self.axes, self.is_closed)
 
     def take_front(self, count: int) -> DimensionSharding:
         return dataclasses.replace(self, axes=self.axes[:count])
@@ -104,6 +104,21 @@ class TensorSharding:
         object.__setattr__(self, "dim_shardings", tuple(self.dim_shardings))
         object.__setattr__(self, "replicated_axes", tuple(self.replicated_axes))
         object.__setattr__(self, "unreduced_axes", tuple(self.unreduced_axes))
+
+    def __hash__(self) -> int:
+        # Shardings key the caches of propagation, looked up for every op it
+        # visits: hash the nested tuples once.
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.mesh, self.dim_shardings, self.replicated_axes, self.unreduced_axes))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    def __getstate__(self) -> dict:
+        # Not the cached hash: a mesh name hashes differently in another process.
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
 
     # -- construction ---------------------------------------------------------
     @staticmethod
@@ -220,7 +235,7 @@ class TensorSharding:
         return dataclasses.replace(self, replicated_axes=tuple(axes))
 
     def replace_unreduced_axes(self, axes: Iterable[AxisRef]) -> TensorSharding:
-        return dataclasses.replace(self, unreduced_axes=tuple(axes))
+        return TensorSharding(self.mesh, self.dim_shardings, self.replicated_axes, tuple(axes))
 
     def close_dims(self, dims: Iterable[int]) -> TensorSharding:
         """Close the given dimensions; like Shardy, this drops their priorities."""

@@ -33,9 +33,16 @@ _BY_VALUE = tuple(Direction)
 
 
 # (unit, factor index) -> direction; ``unit`` is what is being propagated
-# through (an op, a data-flow edge, ...), see ``graph.py``.
+# through (an op, a data-flow edge, ...), see ``graph.py``. A function may
+# say, with ``by_form = True``, that it looks only at the unit's form
+# (``graph.UnitForm``: its kind, opcode, rule, whether it is elementwise)
+# and, if it has ``depends_on_uses = True``, at whether the unit's operands
+# have other uses: its directions are then worked out once per form.
 DirectionFn = Callable[[Any, int], Direction]
 
 
 def propagate_any(unit: Any, factor: int) -> Direction:
     return Direction.BOTH
+
+
+propagate_any.by_form = True

@@ -12,12 +12,16 @@ revisited. An op whose results are unused and that has no side effects is
 removed when it is visited, as MLIR's driver does, and the ops defining its
 operands are looked at again. Function results exchange shardings with the
 values they return before and after the sweep. Members of a sharding group
-take every sharding another member gets."""
+take every sharding another member gets.
+
+What propagating through a unit changes depends only on its rule, the
+directions of its factors, the factor strategy and the shardings it sees; a
+program repeats those (the layers of a model), so each outcome is worked out
+once per graph and looked up after that (``PropagationContext``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from xlapy.hlo import HloInstruction
@@ -39,20 +43,77 @@ from xlapy.sharding.propagation.groups import ShardingGroups
 from xlapy.sharding.propagation.projection import ShardingProjection
 from xlapy.sharding.propagation.rules import dims_of, identity_rule
 from xlapy.sharding.tensor_sharding import TensorSharding
-from xlapy.sharding.values import op_results, returned_values
+from xlapy.sharding.values import returned_values
 
 # As MLIR's greedy driver: sweeps over the whole program before giving up.
 MAX_SWEEPS = 1
 
 
-@dataclass
-class Tensor:
-    """One operand or result of a unit: its sharding now, how to set it, and
-    the value that holds it (for sharding groups and revisiting users)."""
+# What propagating through a unit changes: (index among its operands then
+# results, new sharding), only for shardings that really change.
+Changes = tuple[tuple[int, TensorSharding], ...]
 
-    key: Value
-    sharding: TensorSharding | None
-    setter: Callable[[TensorSharding], None]
+
+class PropagationContext:
+    """A rule, the direction of each of its factors, whether the op is
+    elementwise and a factor strategy: everything but the shardings that
+    decides what propagation through a unit does. One per graph for each
+    such combination (see ``ProgramGraph.propagation_contexts``), holding the
+    changes worked out so far per tuple of shardings seen."""
+
+    __slots__ = ("directions", "elementwise", "factor_propagation", "outcomes", "rule")
+
+    def __init__(self, rule: OpShardingRule, directions: tuple[Direction, ...], elementwise: bool,
+                 factor_propagation: BasicFactorPropagation):
+        self.rule, self.directions, self.elementwise = rule, directions, elementwise
+        self.factor_propagation = factor_propagation
+        self.outcomes: dict[tuple[TensorSharding | None, ...], Changes] = {}
+
+    def changes(self, shardings: tuple[TensorSharding | None, ...], num_operands: int,
+                meshes: dict[str, Mesh]) -> Changes:
+        """What propagating through a unit whose tensors have ``shardings`` changes."""
+        found = self.outcomes.get(shardings)
+        if found is None:
+            if len(self.outcomes) >= _MAX_OUTCOMES:
+                self.outcomes.clear()
+            found = self.outcomes[shardings] = factor_changes(
+                self.factor_propagation, shardings, num_operands, self.rule, self.directions.__getitem__,
+                self.elementwise, meshes)
+        return found
+
+
+# Bounds the memory of a context (a program rarely shows one op this many
+# different shardings).
+_MAX_OUTCOMES = 1 << 14
+
+
+def factor_changes(factor_propagation: BasicFactorPropagation, shardings: Sequence[TensorSharding | None],
+                   num_operands: int, rule: OpShardingRule, directions: Callable[[int], Direction],
+                   elementwise: bool, meshes: dict[str, Mesh]) -> Changes:
+    """Propagate between tensors with ``shardings`` (operands first) along the
+    factors of ``rule``; the shardings that change."""
+    found = common_mesh(shardings, meshes)
+    if found is None:
+        return ()
+    mesh_ref, mesh = found
+    projection = ShardingProjection.build(list(shardings[:num_operands]), list(shardings[num_operands:]), rule, mesh)
+    updated_operands, updated_results = factor_propagation.propagate(
+        projection, directions, rule.factor_sizes, mesh, elementwise)
+    changes = []
+    for offset, tensors, mappings, updated in (
+            (0, projection.operands, rule.operand_mappings, updated_operands),
+            (num_operands, projection.results, rule.result_mappings, updated_results)):
+        for index, is_updated in enumerate(updated):
+            if not is_updated:
+                continue
+            new = tensors[index].to_tensor_sharding(mappings[index], rule.factor_sizes, mesh_ref, mesh)
+            old = shardings[offset + index]
+            # Nothing changes if the sharding is the same, or if a tensor
+            # without one would get an empty one (e.g. a strided view would
+            # be needed).
+            if not ((old is None and new.empty_axes) or new == old):
+                changes.append((offset + index, new))
+    return tuple(changes)
 
 
 class Worklist:
@@ -105,7 +166,11 @@ class BasicPropagation:
         self.directions = directions
         self.worklist: Worklist | None = None
         self.current: Unit | None = None
-        self._rules: dict[Any, tuple[OpShardingRule, tuple[Direction, ...]]] = {}
+        # Per unit, or per form when the directions depend on nothing else
+        # (and whether the operands have other uses, when they depend on that
+        # too): its context for this run.
+        self._contexts: dict[Any, PropagationContext] = {}
+        self._by_form = getattr(directions, "by_form", False)
         self._depends_on_uses = getattr(directions, "depends_on_uses", False)
 
     # -- driver -------------------------------------------------------------------
@@ -120,7 +185,8 @@ class BasicPropagation:
                 if instr is not None:
                     if instr.parent is None:
                         continue
-                    if dce.is_trivially_dead(instr):
+                    # (An op with users is alive unless it has several results.)
+                    if (not instr.users or instr.shape.is_tuple) and dce.is_trivially_dead(instr):
                         self._erase(instr)
                         changed = True
                         continue
@@ -142,50 +208,44 @@ class BasicPropagation:
             self.worklist.push(self.graph.unit_of.get(id(definer)) or definer)
 
     def propagate_unit(self, unit: Unit) -> bool:
-        """Propagate through ``unit``; whether any sharding changed. A unit that
-        changed nothing when it last saw the same shardings, strategy and
-        directions would change nothing now: it is skipped."""
-        operands, results = self._tensors(unit)
-        # Directions may depend on whether the unit's operands have other uses,
-        # which changes as dead ops go away.
-        key = (id(unit), self.graph.operands_single_use(unit)) if self._depends_on_uses else id(unit)
-        cached = self._rules.get(key)
-        if cached is None:
-            cached = self._rules[key] = self._rule_and_directions(unit)
-        rule, per_factor = cached
-        seen = (type(self.factor_propagation), per_factor, tuple(t.sharding for t in operands),
-                tuple(t.sharding for t in results))
-        if unit.unchanged_with == seen:
-            return False
-        changed = self.propagate_tensors(operands, results, rule, per_factor.__getitem__, unit.elementwise)
-        unit.unchanged_with = None if changed else seen
-        return changed
+        """Propagate through ``unit``; whether any sharding changed."""
+        graph = self.graph
+        key = unit.form if self._by_form and unit.form is not None else unit
+        if self._depends_on_uses:
+            # The uses change as dead ops go away.
+            key = (key, graph.operands_single_use(unit))
+        context = self._contexts.get(key)
+        if context is None:
+            context = self._contexts[key] = self._context(unit)
+        shardings = graph.unit_shardings(unit)
+        changes = context.changes(shardings, unit.num_operands, graph.meshes)
+        for index, new in changes:
+            graph.set_unit_tensor(unit, index, new)
+            self._notify(graph.tensor_key(unit, index), new, True)
+        return bool(changes)
 
-    def _rule_and_directions(self, unit: Unit) -> tuple[OpShardingRule, tuple[Direction, ...]]:
-        """The unit's rule and the direction of each of its factors (fixed for a run)."""
-        if isinstance(unit, OpUnit):
-            rule = unit.rule
-            blocked = set(rule.blocked_propagation_factors)
-            return rule, tuple(Direction.NONE if f in blocked else self.directions(unit, f)
-                               for f in range(rule.num_factors))
+    def _context(self, unit: Unit) -> PropagationContext:
+        """The context of ``unit``: its rule, the direction of each of its
+        factors, whether it is elementwise."""
         if isinstance(unit, BarrierUnit):
             rule = identity_rule(dims_of(unit.instr))
             allowed = unit.instr.attributes.get("allowed_direction", "BOTH")
             allowed = allowed if isinstance(allowed, Direction) else Direction.parse(str(allowed))
-            return rule, (allowed,) * rule.num_factors
-        rule = self.graph.edge_rule(unit.edge)
-        return rule, tuple(self.directions(unit, f) for f in range(rule.num_factors))
+            return self._shared_context(rule, (allowed,) * rule.num_factors, unit.elementwise)
+        rule = unit.rule if isinstance(unit, OpUnit) else self.graph.edge_rule(unit.edge)
+        blocked = set(rule.blocked_propagation_factors) if isinstance(unit, OpUnit) else ()
+        directions = tuple(Direction.NONE if f in blocked else self.directions(unit, f)
+                           for f in range(rule.num_factors))
+        return self._shared_context(rule, directions, unit.elementwise)
 
-    def _tensors(self, unit: Unit) -> tuple[list[Tensor], list[Tensor]]:
-        if isinstance(unit, OpUnit):
-            return ([self.value_tensor(v) for v in unit.instr.operands],
-                    [self.value_tensor(v) for v in op_results(unit.instr)])
-        if isinstance(unit, BarrierUnit):
-            return [self.value_tensor(unit.instr.operands[0])], [self.value_tensor(unit.instr)]
-        edge = unit.edge
-        graph = self.graph
-        target = Tensor(edge.store, graph.edge_target_view(edge), lambda s: graph.set_edge_target(edge, s))
-        return [self.value_tensor(v) for v in edge.sources], [target]
+    def _shared_context(self, rule: OpShardingRule, directions: tuple[Direction, ...],
+                        elementwise: bool) -> PropagationContext:
+        key = (type(self.factor_propagation), rule, directions, elementwise)
+        contexts = self.graph.propagation_contexts
+        context = contexts.get(key)
+        if context is None:
+            context = contexts[key] = PropagationContext(rule, directions, elementwise, self.factor_propagation)
+        return context
 
     def propagate_func_results(self) -> None:
         """Between each function result and the value returned for it, both
@@ -197,54 +257,27 @@ class BasicPropagation:
             for index, value in enumerate(returned_values(func)):
                 if not is_static_array(value):
                     continue
-                result = FuncResult(func, index)
-                self.propagate_tensors(
-                    [self.value_tensor(value)],
-                    [Tensor(result, graph.get(result), lambda s, r=result: graph.set(r, s))],
-                    identity_rule(dims_of(value)), lambda f: Direction.BOTH, notify=False)
+                key, result = graph.resolve(value), FuncResult(func, index)
+                changes = factor_changes(self.factor_propagation, (graph.get(key), graph.get(result)), 1,
+                                         identity_rule(dims_of(value)), lambda f: Direction.BOTH, False, graph.meshes)
+                for position, new in changes:
+                    graph.set(key if position == 0 else result, new)
+                    self._notify(key if position == 0 else result, new, False)
 
-    # -- one unit ---------------------------------------------------------------------
-    def value_tensor(self, value: Value) -> Tensor:
-        key = self.graph.resolve(value)
-        return Tensor(key, self.graph.get(key), lambda s: self.graph.set(key, s))
-
-    def propagate_tensors(self, operands: list[Tensor], results: list[Tensor], rule: OpShardingRule,
-                          directions: Callable[[int], Direction], elementwise: bool = False,
-                          notify: bool = True) -> bool:
-        found = common_mesh([t.sharding for t in operands + results], self.graph.meshes)
-        if found is None:
-            return False
-        mesh_ref, mesh = found
-        projection = ShardingProjection.build([t.sharding for t in operands], [t.sharding for t in results],
-                                              rule, mesh)
-        updated_operands, updated_results = self.factor_propagation.propagate(
-            projection, directions, rule.factor_sizes, mesh, elementwise)
-        changed = False
-        for tensors, factor_shardings, mappings, updated in (
-                (operands, projection.operands, rule.operand_mappings, updated_operands),
-                (results, projection.results, rule.result_mappings, updated_results)):
-            for index, is_updated in enumerate(updated):
-                if is_updated and self._update(tensors[index], factor_shardings[index].to_tensor_sharding(
-                        mappings[index], rule.factor_sizes, mesh_ref, mesh), notify):
-                    changed = True
-        return changed
-
-    def _update(self, tensor: Tensor, new: TensorSharding, notify: bool) -> bool:
-        old = tensor.sharding
-        if (old is None and new.empty_axes) or new == old:
-            # Nothing could change (e.g. a strided view would be needed).
-            return False
-        tensor.setter(new)
+    # -- one change ---------------------------------------------------------------------
+    def _notify(self, key: Value, new: TensorSharding, notify: bool) -> None:
+        """``key`` just got the sharding ``new``: the other members of its
+        sharding group get it too; with ``notify``, what may propagate
+        further is revisited."""
         notify = notify and self.worklist is not None
         if notify:
-            self.revisit(tensor.key)
-        for member in self.groups.members(tensor.key):
-            if member is tensor.key:
+            self.revisit(key)
+        for member in self.groups.members(key):
+            if member is key:
                 continue
             self.graph.set(member, new)
             if notify:
                 self.revisit(member)
-        return True
 
     # -- revisiting ---------------------------------------------------------------------
     def _push(self, unit: Unit | None) -> None:

@@ -26,8 +26,10 @@ it returns (every function called from nowhere when there is no ``@main``)."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
@@ -67,25 +69,50 @@ def is_static_array(instr: HloInstruction) -> bool:
 
 # -- units ------------------------------------------------------------------------
 
+class UnitForm:
+    """What the direction functions of the priority strategies look at in a
+    unit (besides the uses of its operands): units of one form get the same
+    directions. One object per form and graph."""
+
+    __slots__ = ("elementwise", "kind", "opcode", "rule")
+
+    def __init__(self, kind: str, elementwise: bool, opcode: str | None, rule: OpShardingRule):
+        self.kind, self.elementwise, self.opcode, self.rule = kind, elementwise, opcode, rule
+
+
 class Unit:
     """Something propagation goes through. ``elementwise``/``rule``/``instr``
     are what the direction functions of the priority strategies look at."""
 
     kind = "unit"
-    # What the last propagation through this unit saw, if it changed nothing.
-    unchanged_with: Any = None
-    instr: HloInstruction | None = None
-    rule: OpShardingRule | None = None
-    elementwise = False
-    graph: Any = None
+
+    def __init__(self, instr: HloInstruction | None = None, rule: OpShardingRule | None = None,
+                 elementwise: bool = False):
+        # Every attribute is set here, even those set later, so that units
+        # keep them without a dictionary each.
+        self.instr, self.rule, self.elementwise = instr, rule, elementwise
+        self.graph: Any = None
+        # Set for op and edge units when the graph adds them.
+        self.form: UnitForm | None = None
+        # The operands (or sources) and results (or target) as propagation
+        # reads and writes them, set on first use (``ProgramGraph.prepare_tensors``):
+        # how many are operands; ``direct`` when they are the op's operands
+        # and the op itself, each holding its own sharding (most ops); else the
+        # values holding their shardings (revisited when one changes, looked
+        # up in sharding groups) and, if every sharding is an op result's own,
+        # those results.
+        self.tensors_ready = False
+        self.num_operands = 0
+        self.direct = False
+        self.tensor_keys: tuple[Any, ...] = ()
+        self.holders: tuple[HloInstruction, ...] | None = None
 
 
 class OpUnit(Unit):
     kind = "op"
 
     def __init__(self, instr: HloInstruction, rule: OpShardingRule):
-        self.instr, self.rule = instr, rule
-        self.elementwise = is_elementwise(instr)
+        super().__init__(instr, rule, is_elementwise(instr))
 
     def __repr__(self) -> str:
         return f"<op {self.instr.name}>"
@@ -95,7 +122,7 @@ class BarrierUnit(Unit):
     kind = "barrier"
 
     def __init__(self, instr: HloInstruction):
-        self.instr = instr
+        super().__init__(instr)
 
     def __repr__(self) -> str:
         return f"<barrier {self.instr.name}>"
@@ -105,11 +132,14 @@ class EdgeUnit(Unit):
     kind = "edge"
 
     def __init__(self, edge: DataFlowEdge):
+        super().__init__(edge.store if edge.store is not edge.owner else None)
         self.edge = edge
-        self.instr = edge.store if edge.store is not edge.owner else None
 
     def __repr__(self) -> str:
         return f"<edge {self.edge.owner.name}>"
+
+
+_SHARDING = attrgetter("sdy_sharding")
 
 
 @dataclass(frozen=True, eq=False)
@@ -181,8 +211,12 @@ class ProgramGraph:
         self._find_aliases()
         self.unit_of: dict[int, Unit] = {}
         self.units: list[Unit] = []
+        self._forms: dict[tuple, UnitForm] = {}
         # Every unit and every op without one, in the order Shardy visits them.
         self.order: list[Any] = []
+        # What propagation through units worked out, for every run on this
+        # graph (see ``driver.PropagationContext``).
+        self.propagation_contexts: dict[tuple, Any] = {}
         if with_units:
             for func in self.funcs:
                 self._walk(func)
@@ -311,7 +345,15 @@ class ProgramGraph:
 
     # -- units in program order ----------------------------------------------------------
     def _add(self, unit: Unit) -> None:
-        unit.graph = self
+        # Not a cycle: the graph goes away as soon as propagation is done with it.
+        unit.graph = weakref.proxy(self)
+        if unit.kind in ("op", "edge"):
+            rule = unit.rule if unit.kind == "op" else self.edge_rule(unit.edge)
+            opcode = None if unit.instr is None else unit.instr.opcode
+            key = (unit.kind, unit.elementwise, opcode, rule)
+            unit.form = self._forms.get(key)
+            if unit.form is None:
+                unit.form = self._forms[key] = UnitForm(*key)
         self.units.append(unit)
         self.order.append(unit)
         if unit.instr is not None:
@@ -353,6 +395,69 @@ class ProgramGraph:
             return None
         rule = rule_of(instr)
         return OpUnit(instr, rule) if rule is not None else None
+
+    def prepare_tensors(self, unit: Unit) -> None:
+        """Work out how to read and write the unit's tensors, once per graph:
+        the program's structure stays put while it propagates, but for dead
+        ops going away."""
+        unit.tensors_ready = True
+        if unit.kind == "edge":
+            edge = unit.edge
+            keys = (*map(self.resolve, edge.sources), edge.store)
+            holders = (*keys[:-1], self.resolve(edge.store)) if edge.kind == "plain" else None
+            num_operands = len(edge.sources)
+        else:
+            instr = unit.instr
+            operands = instr.operands[:1] if unit.kind == "barrier" else instr.operands
+            results = [instr] if unit.kind == "barrier" else op_results(instr)
+            keys = holders = tuple(map(self.resolve, (*operands, *results)))
+            num_operands = len(operands)
+            if unit.kind == "op" and results == [instr] and all(map(self._is_direct, operands)) \
+                    and self._is_direct(instr):
+                # Nothing to keep: read straight from the op.
+                unit.direct, unit.num_operands = True, num_operands
+                return
+        if holders is not None and not all(map(self._holds_own_sharding, holders)):
+            holders = None
+        unit.tensor_keys, unit.num_operands, unit.holders = keys, num_operands, holders
+
+    def _is_direct(self, value: Value) -> bool:
+        return self.resolve(value) is value and self._holds_own_sharding(value)
+
+    def unit_shardings(self, unit: Unit) -> tuple[TensorSharding | None, ...]:
+        """The shardings of the unit's operands then results, as its tensors see them."""
+        if unit.direct:
+            instr = unit.instr
+            return (*map(_SHARDING, instr.operands), instr.sdy_sharding)
+        holders = unit.holders
+        if holders is not None:
+            return tuple(map(_SHARDING, holders))
+        if not unit.tensors_ready:
+            self.prepare_tensors(unit)
+            return self.unit_shardings(unit)
+        if unit.kind != "edge":
+            return tuple(map(self.get, unit.tensor_keys))
+        return (*map(self.get, unit.tensor_keys[:-1]), self.edge_target_view(unit.edge))
+
+    @staticmethod
+    def tensor_key(unit: Unit, index: int) -> Value:
+        """The value holding the sharding of tensor ``index`` of the unit
+        (operands then results)."""
+        if unit.direct:
+            return unit.instr.operands[index] if index < unit.num_operands else unit.instr
+        return unit.tensor_keys[index]
+
+    def set_unit_tensor(self, unit: Unit, index: int, sharding: TensorSharding) -> None:
+        """Give tensor ``index`` of the unit (operands then results) ``sharding``."""
+        if unit.kind == "edge" and index == unit.num_operands:
+            self.set_edge_target(unit.edge, sharding)
+        else:
+            self.set(self.tensor_key(unit, index), sharding)
+
+    def _holds_own_sharding(self, value: Value) -> bool:
+        """Whether ``get`` of the (resolved) ``value`` is its ``sdy_sharding``."""
+        return isinstance(value, HloInstruction) and id(value) not in self.manual_in \
+            and id(value) not in self.unshardable
 
     # -- shardings ------------------------------------------------------------------------
     def resolve(self, value: Value) -> Value:
@@ -473,7 +578,20 @@ class ProgramGraph:
             values = unit.instr.operands
         else:
             values = []
-        return all(self.use_count(v) == 1 for v in values)
+        return all(map(self._has_single_use, values))
+
+    @staticmethod
+    def _has_single_use(value: HloInstruction) -> bool:
+        """``use_count(value) == 1`` without counting every use (a user is
+        listed once however many times it uses the value)."""
+        users = value.users
+        if len(users) > 1:
+            return False
+        count = sum(1 for operand in users[0].operands if operand is value) if users else 0
+        parent = value.parent
+        if parent is not None and parent.root is value:
+            count += 1
+        return count == 1
 
     def definer(self, value: Value) -> Unit | None:
         """The unit that defines ``value`` (revisited when its sharding changes)."""

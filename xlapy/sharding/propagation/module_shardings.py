@@ -13,14 +13,25 @@ ShardingFn = Callable[[TensorSharding], TensorSharding]
 
 
 def transform_shardings(module: HloModule, fn: ShardingFn) -> None:
-    """Replace every sharding ``s`` of the module by ``fn(s)``."""
+    """Replace every sharding ``s`` of the module by ``fn(s)`` (a function of
+    the sharding's value: it is called once per sharding object, and values
+    share objects after propagation)."""
+    # id(s) -> (s, fn(s)); holding s keeps its id from being reused meanwhile.
+    done: dict[int, tuple[TensorSharding, TensorSharding]] = {}
+
+    def apply(sharding: TensorSharding) -> TensorSharding:
+        found = done.get(id(sharding))
+        if found is None:
+            found = done[id(sharding)] = (sharding, fn(sharding))
+        return found[1]
+
     for computation in module.computations:
-        computation.result_shardings = [None if s is None else fn(s) for s in computation.result_shardings]
+        computation.result_shardings = [None if s is None else apply(s) for s in computation.result_shardings]
         for instr in computation.instructions:
             if instr.sdy_sharding is not None:
-                instr.sdy_sharding = fn(instr.sdy_sharding)
+                instr.sdy_sharding = apply(instr.sdy_sharding)
             if instr.attributes.get("in_shardings"):
-                instr.attributes["in_shardings"] = tuple(fn(s) for s in instr.attributes["in_shardings"])
+                instr.attributes["in_shardings"] = tuple(apply(s) for s in instr.attributes["in_shardings"])
 
 
 def all_shardings(module: HloModule) -> Iterator[TensorSharding]:

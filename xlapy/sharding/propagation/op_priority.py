@@ -71,7 +71,9 @@ def op_based_directions(priority: int, outer: DirectionFn) -> DirectionFn:
                 break
         return intersection(op_based, outer(unit, factor))
     # Only the first round looks at the uses of operands.
-    directions.depends_on_uses = priority == 0
+    directions.depends_on_uses = priority == 0 or getattr(outer, "depends_on_uses", False)
+    # The schedule's functions look at the unit's form (and uses) only.
+    directions.by_form = getattr(outer, "by_form", False)
     return directions
 
 

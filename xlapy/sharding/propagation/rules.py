@@ -5,6 +5,7 @@ propagation barriers)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from xlapy.hlo import HloInstruction
 from xlapy.sharding.op_sharding_rule import OpShardingRule, pointwise_rule
@@ -33,7 +34,14 @@ def is_elementwise(instr: HloInstruction) -> bool:
 
 def identity_rule(dims: Sequence[int], num_operands: int = 1, num_results: int = 1) -> OpShardingRule:
     """Factor d is dimension d of every operand and result."""
-    return pointwise_rule([len(dims)] * num_operands, [tuple(dims)] * num_results)
+    return _identity_rule(tuple(dims), num_operands, num_results)
+
+
+# Rules are immutable: every edge, barrier and function result of one shape
+# shares one (and so the propagation results cached for it).
+@lru_cache(maxsize=1024)
+def _identity_rule(dims: tuple[int, ...], num_operands: int, num_results: int) -> OpShardingRule:
+    return pointwise_rule([len(dims)] * num_operands, [dims] * num_results)
 
 
 def rule_of(instr: HloInstruction) -> OpShardingRule | None:

@@ -23,7 +23,14 @@ from xlapy.sharding.rules import (  # noqa: F401  (each module registers its rul
     misc,
     reduce,
 )
-from xlapy.sharding.rules.registry import NO_RULE_OPCODES, OP_SHARDING_RULES, has_only_arrays, result_dims
+from xlapy.sharding.rules.registry import (
+    FORM_ONLY_OPCODES,
+    NO_RULE_OPCODES,
+    OP_SHARDING_RULES,
+    RuleFn,
+    has_only_arrays,
+    result_dims,
+)
 from xlapy.syntax import Cursor
 
 # Where a StableHLO program carries a rule of the user's own (the custom
@@ -58,10 +65,74 @@ def op_sharding_rule(instr: HloInstruction, conservative: bool = False) -> OpSha
     if given is not None:
         return given
     rule = OP_SHARDING_RULES.get(instr.opcode)
+    if rule is None:
+        return None
+    if instr.opcode not in FORM_ONLY_OPCODES:
+        return _built(instr, rule, conservative)
+    # Programs repeat ops of one form (layers of a model): build its rule once.
+    form = _form(instr, rule, conservative)
+    try:
+        found = _RULES_BY_FORM.get(form, _NOT_BUILT)
+    except TypeError:  # e.g. an attribute is a frozen dataclass holding a list
+        found = form = None
+    if form is None:
+        return _built(instr, rule, conservative)
+    if found is _NOT_BUILT:
+        if len(_RULES_BY_FORM) >= _MAX_FORMS:
+            _RULES_BY_FORM.clear()
+        found = _RULES_BY_FORM[form] = _built(instr, rule, conservative)
+    return found
+
+
+def _built(instr: HloInstruction, rule: RuleFn, conservative: bool) -> OpShardingRule | None:
     # A rule maps array dimensions of at least one operand and one result.
-    if rule is None or not instr.operands or not result_dims(instr) or not has_only_arrays(instr):
+    if not instr.operands or not result_dims(instr) or not has_only_arrays(instr):
         return None
     return rule(instr, conservative)
+
+
+# (rule function, conservative, opcode, shapes, attributes) -> rule (or None);
+# rules are immutable values, so ops of one form can share one.
+_RULES_BY_FORM: dict[tuple, OpShardingRule | None] = {}
+_MAX_FORMS = 4096
+_NOT_BUILT = object()
+
+
+class _Unhashable(Exception):
+    pass
+
+
+def _frozen(value: object) -> object:
+    """A hashable copy of an attribute value, typed so that equal keys mean
+    equal values (``1``, ``1.0`` and ``True`` stay apart)."""
+    if isinstance(value, (list, tuple)):
+        if all(type(v) is int for v in value):  # the common case, e.g. dimension numbers
+            return type(value), int, tuple(value)
+        return type(value), tuple(_frozen(v) for v in value)
+    if isinstance(value, dict):
+        return dict, tuple((k, _frozen(v)) for k, v in value.items())
+    if value is None or isinstance(value, (str, int, float, bytes)):
+        return type(value), value
+    if type(value).__hash__ in (None, object.__hash__):
+        # Unhashable, or hashed by identity (maybe mutable): not a key.
+        raise _Unhashable
+    return type(value), value
+
+
+def _shape_key(operand: HloInstruction) -> tuple:
+    shape = operand.shape
+    return shape.element_type, shape.dimensions, shape.tuple_shapes
+
+
+def _form(instr: HloInstruction, rule: RuleFn, conservative: bool) -> tuple | None:
+    """What a form-only rule depends on; None if an attribute cannot be a key."""
+    try:
+        attributes = _frozen(instr.attributes)
+    except _Unhashable:
+        return None
+    shape = instr.shape
+    return (rule, conservative, instr.opcode, tuple(map(_shape_key, instr.operands)), shape.element_type,
+            shape.dimensions, shape.tuple_shapes, attributes)
 
 
 __all__ = ["NO_RULE_OPCODES", "OP_SHARDING_RULES", "USER_RULE_ATTRIBUTE", "op_sharding_rule", "user_rule"]

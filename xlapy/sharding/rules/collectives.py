@@ -10,7 +10,19 @@ from collections.abc import Sequence
 from xlapy.hlo import HloInstruction
 from xlapy.sharding.op_sharding_rule import NULL_DIM, FactorType, OpShardingRule
 from xlapy.sharding.rules.elementwise import pointwise
-from xlapy.sharding.rules.registry import attr, builder, int_attr, ints, operand_dims, result_dims, rule_for
+from xlapy.sharding.rules.registry import (
+    attr,
+    builder,
+    depends_only_on_form,
+    int_attr,
+    ints,
+    operand_dims,
+    result_dims,
+    rule_for,
+)
+
+# Not all-to-all: it may read what the frontend recorded of the op.
+depends_only_on_form("all-reduce", "collective-permute", "collective-broadcast", "all-gather", "reduce-scatter")
 
 
 @rule_for("all-reduce", "collective-permute", "collective-broadcast")

@@ -9,7 +9,17 @@ import re
 from xlapy.errors import VerifyError
 from xlapy.hlo import HloInstruction
 from xlapy.sharding.op_sharding_rule import NULL_DIM, FactorType, OpShardingRule, OpShardingRuleBuilder
-from xlapy.sharding.rules.registry import builder, int_attr, operand_dims, result_dims, rule_for, word
+from xlapy.sharding.rules.registry import (
+    builder,
+    depends_only_on_form,
+    int_attr,
+    operand_dims,
+    result_dims,
+    rule_for,
+    word,
+)
+
+depends_only_on_form("convolution")
 
 
 def _positions(instr: HloInstruction, labels: str, letters: str) -> tuple[int, ...]:

@@ -9,9 +9,22 @@ from math import gcd, prod
 
 from xlapy.hlo import HloInstruction
 from xlapy.sharding.op_sharding_rule import NULL_DIM, FactorType, OpShardingRule
-from xlapy.sharding.rules.registry import builder, int_attr, ints, no_rule, operand_dims, result_dims, rule_for
+from xlapy.sharding.rules.registry import (
+    builder,
+    depends_only_on_form,
+    int_attr,
+    ints,
+    no_rule,
+    operand_dims,
+    result_dims,
+    rule_for,
+)
 
 no_rule("iota", "constant")
+# Not concatenate (it looks at the ops defining its operands) nor scatter
+# (it looks at its body).
+depends_only_on_form("broadcast", "reshape", "transpose", "slice", "pad", "reverse", "dynamic-slice",
+                     "dynamic-update-slice", "gather")
 
 
 @rule_for("broadcast")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from xlapy.hlo import HloInstruction
 from xlapy.sharding.op_sharding_rule import NULL_DIM, FactorType, OpShardingRule
-from xlapy.sharding.rules.registry import builder, ints, operand_dims, rule_for
+from xlapy.sharding.rules.registry import builder, depends_only_on_form, ints, operand_dims, rule_for
+
+depends_only_on_form("dot")
 
 
 @rule_for("dot")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from xlapy.hlo import HloInstruction
 from xlapy.sharding.op_sharding_rule import NULL_DIM, FactorType, OpShardingRule, pointwise_rule
-from xlapy.sharding.rules.registry import builder, operand_dims, result_dims, rule_for
+from xlapy.sharding.rules.registry import builder, depends_only_on_form, operand_dims, result_dims, rule_for
 
 # The StableHLO elementwise ops (in XLA's spelling) Shardy builds a pointwise
 # rule for, and the sharding constraint, which keeps its operand's shape.
@@ -22,6 +22,8 @@ POINTWISE_OPCODES = (
 # registry): copy, erf (StableHLO spells it custom_call @mhlo.erf, which is
 # pointwise) and stochastic-convert.
 HLO_ONLY_POINTWISE_OPCODES = ("copy", "erf", "stochastic-convert")
+
+depends_only_on_form(*POINTWISE_OPCODES, *HLO_ONLY_POINTWISE_OPCODES, "clamp", "select", "bitcast-convert")
 
 
 def pointwise(instr: HloInstruction) -> OpShardingRule:

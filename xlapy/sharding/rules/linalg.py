@@ -6,7 +6,18 @@ from __future__ import annotations
 
 from xlapy.hlo import HloInstruction
 from xlapy.sharding.op_sharding_rule import NULL_DIM, FactorType, OpShardingRule
-from xlapy.sharding.rules.registry import bool_attr, builder, ints, operand_dims, result_dims, rule_for, word
+from xlapy.sharding.rules.registry import (
+    bool_attr,
+    builder,
+    depends_only_on_form,
+    ints,
+    operand_dims,
+    result_dims,
+    rule_for,
+    word,
+)
+
+depends_only_on_form("cholesky", "triangular-solve", "fft")
 
 
 @rule_for("cholesky")

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from xlapy.hlo import HloInstruction
 from xlapy.sharding.op_sharding_rule import NULL_DIM, FactorType, OpShardingRule
-from xlapy.sharding.rules.registry import builder, int_attr, ints, no_rule, operand_dims, result_dims, rule_for
+from xlapy.sharding.rules.registry import (
+    builder,
+    depends_only_on_form,
+    int_attr,
+    ints,
+    no_rule,
+    operand_dims,
+    result_dims,
+    rule_for,
+)
 
 # Ops Shardy leaves without a rule: they have no tensor to shard, or their
 # results do not follow their operands' dimensions.
@@ -14,6 +23,9 @@ no_rule("partition-id", "replica-id", "after-all", "infeed", "outfeed", "send", 
 # StableHLO counterpart that propagation should not see through.
 no_rule("map", "get-dimension-size", "set-dimension-size", "dynamic-reshape", "batch-norm-training",
         "batch-norm-grad", "ragged-dot", "ragged-all-to-all", "bitcast", "domain", "add-dependency", "fusion")
+
+
+depends_only_on_form("sort", "topk", "rng-bit-generator", "batch-norm-inference")
 
 
 @rule_for("sort")

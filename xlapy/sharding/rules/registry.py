@@ -32,6 +32,18 @@ def no_rule(*opcodes: str) -> None:
     NO_RULE_OPCODES.update(opcodes)
 
 
+# Opcodes whose rule depends only on the op's form: its opcode, the
+# dimensions of its operands and results, and its attributes. Not on its
+# users, on the ops defining its operands, on its regions, or on what the
+# frontend recorded of it; ops of one form share one rule (see
+# ``op_sharding_rule``).
+FORM_ONLY_OPCODES: set[str] = set()
+
+
+def depends_only_on_form(*opcodes: str) -> None:
+    FORM_ONLY_OPCODES.update(opcodes)
+
+
 # -- shapes -------------------------------------------------------------------------
 
 def operand_dims(instr: HloInstruction) -> list[tuple[int, ...]]:
