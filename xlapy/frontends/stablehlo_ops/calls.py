@@ -17,7 +17,15 @@ from xlapy.frontends.mlir_syntax import (
     read_symbol,
 )
 from xlapy.frontends.stablehlo_ops import OpSpec, register
-from xlapy.frontends.stablehlo_ops.common import I64, bool_value, enum_attr, enum_value, int_value, string_value
+from xlapy.frontends.stablehlo_ops.common import (
+    I64,
+    bool_value,
+    enum_attr,
+    enum_value,
+    int_value,
+    read_enum_option,
+    string_value,
+)
 from xlapy.frontends.stablehlo_ops.records import OpDraft
 from xlapy.hlo.attributes import Verbatim
 
@@ -210,12 +218,8 @@ _RNG_ALGORITHMS = {"DEFAULT": "rng_default", "THREE_FRY": "rng_three_fry", "PHIL
 def _parse_rng_bit_generator(p, d: OpDraft) -> None:
     p.operand(d)
     p.expect(",", "before 'algorithm'")
-    expect_keyword(p.cursor, "algorithm", "in rng_bit_generator")
-    p.expect("=", "after 'algorithm'")
-    start = p.cursor.pos
-    algorithm = read_keyword(p.cursor, "an RNG algorithm")
-    if algorithm not in _RNG_ALGORITHMS:
-        raise p.error(f"unknown RNG algorithm '{algorithm}'", start)
+    algorithm = read_enum_option(p.cursor, "rng_bit_generator", "algorithm", _RNG_ALGORITHMS, "an RNG algorithm",
+                                 "RNG algorithm")
     d.attributes["rng_algorithm"] = enum_attr("rng_algorithm", algorithm)
     p.attr_dict(d)
     p.expect(":", "before the op's type")
@@ -233,12 +237,8 @@ register(OpSpec("stablehlo.rng_bit_generator", "rng-bit-generator", _parse_rng_b
 def _parse_rng(p, d: OpDraft) -> None:
     p.operands(d)
     p.expect(",", "before 'distribution'")
-    expect_keyword(p.cursor, "distribution", "in rng")
-    p.expect("=", "after 'distribution'")
-    start = p.cursor.pos
-    distribution = read_keyword(p.cursor, "UNIFORM or NORMAL")
-    if distribution not in ("UNIFORM", "NORMAL"):
-        raise p.error(f"unknown distribution '{distribution}'", start)
+    distribution = read_enum_option(p.cursor, "rng", "distribution", ("UNIFORM", "NORMAL"), "UNIFORM or NORMAL",
+                                    "distribution")
     d.attributes["rng_distribution"] = enum_attr("rng_distribution", distribution)
     p.attr_dict(d)
     p.expect(":", "before the op's type")

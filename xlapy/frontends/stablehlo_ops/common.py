@@ -3,7 +3,6 @@ StableHLO's pretty syntax, and reading MLIR attribute values as Python ones."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from xlapy.frontends.mlir_syntax import (
@@ -18,7 +17,9 @@ from xlapy.frontends.mlir_syntax import (
     StringAttr,
     TensorType,
     UnitAttr,
+    expect_keyword,
     read_int,
+    read_keyword,
 )
 from xlapy.frontends.stablehlo_ops.records import OpDraft
 from xlapy.syntax import Cursor
@@ -106,6 +107,15 @@ def struct_int(attr: Attr | None, name: str, default: int = 0) -> int:
     return default if value is None else int_value(value)
 
 
+def gather_scatter_dims(numbers: Attr | None, required: tuple[str, ...], batching: tuple[str, ...]) -> dict:
+    """HLO's attributes for a gather's or scatter's dimension numbers: the
+    ``required`` lists, the ``batching`` ones when not empty, ``index_vector_dim``."""
+    hlo: dict = {name: struct_ints(numbers, name) for name in required}
+    hlo.update({name: struct_ints(numbers, name) for name in batching if struct_ints(numbers, name)})
+    hlo["index_vector_dim"] = struct_int(numbers, "index_vector_dim")
+    return hlo
+
+
 # -- pretty-syntax pieces ---------------------------------------------------------------
 
 def read_int_list(cursor: Cursor, what: str = "a list of integers") -> tuple[int, ...]:
@@ -117,13 +127,16 @@ def format_ints(values) -> str:
     return "[" + ", ".join(str(int(v)) for v in values) + "]"
 
 
-def read_keyword_value(cursor: Cursor, keyword: str, what: str) -> None:
-    """``keyword =`` before a value."""
-    cursor.skip_space()
-    if not re.match(re.escape(keyword) + r"\b", cursor.text[cursor.pos:]):
-        raise cursor.error(f"expected '{keyword} =' {what}, got {cursor.found()}")
-    cursor.pos += len(keyword)
+def read_enum_option(cursor: Cursor, op: str, keyword: str, allowed, what: str, noun: str) -> str:
+    """``keyword = VALUE`` in ``op``, VALUE one of ``allowed`` (``what`` says what
+    is expected there, ``noun`` names a value that is not allowed)."""
+    expect_keyword(cursor, keyword, f"in {op}")
     cursor.expect("=", f"after '{keyword}'")
+    start = cursor.pos
+    value = read_keyword(cursor, what)
+    if value not in allowed:
+        raise cursor.error(f"unknown {noun} '{value}'", start)
+    return value
 
 
 def element_type_of(type_) -> str | None:

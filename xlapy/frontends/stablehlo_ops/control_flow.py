@@ -8,12 +8,11 @@ from xlapy.frontends.stablehlo_ops import OpSpec, register
 from xlapy.frontends.stablehlo_ops.common import (
     bool_value,
     format_ints,
+    gather_scatter_dims,
     i64_array,
     int_value,
     ints,
     read_int_list,
-    struct_int,
-    struct_ints,
 )
 from xlapy.frontends.stablehlo_ops.records import ArgDecl, OpDraft
 from xlapy.hlo.attributes import WindowDimension
@@ -220,15 +219,8 @@ register(OpSpec("stablehlo.sort", "sort", hlo=_sort_hlo, properties=("dimension"
 
 def _scatter_hlo(d: OpDraft) -> dict:
     numbers = d.attributes.get("scatter_dimension_numbers")
-    hlo: dict = {
-        "update_window_dims": struct_ints(numbers, "update_window_dims"),
-        "inserted_window_dims": struct_ints(numbers, "inserted_window_dims"),
-        "scatter_dims_to_operand_dims": struct_ints(numbers, "scatter_dims_to_operand_dims"),
-    }
-    for name in ("input_batching_dims", "scatter_indices_batching_dims"):
-        if struct_ints(numbers, name):
-            hlo[name] = struct_ints(numbers, name)
-    hlo["index_vector_dim"] = struct_int(numbers, "index_vector_dim")
+    hlo = gather_scatter_dims(numbers, ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims"),
+                              ("input_batching_dims", "scatter_indices_batching_dims"))
     for name in ("indices_are_sorted", "unique_indices"):
         if bool_value(d.attributes.get(name)):
             hlo[name] = True

@@ -22,12 +22,11 @@ from xlapy.frontends.stablehlo_ops.common import (
     I64,
     bool_value,
     format_ints,
+    gather_scatter_dims,
     i64_array,
     int_value,
     ints,
     read_int_list,
-    struct_int,
-    struct_ints,
 )
 from xlapy.frontends.stablehlo_ops.records import OpDraft
 from xlapy.hlo.attributes import PaddingDimension, SliceDimension
@@ -362,15 +361,8 @@ register(OpSpec("stablehlo.tuple", "tuple", _parse_tuple,
 
 def _gather_hlo(d: OpDraft) -> dict:
     numbers = d.attributes.get("dimension_numbers")
-    hlo: dict = {
-        "offset_dims": struct_ints(numbers, "offset_dims"),
-        "collapsed_slice_dims": struct_ints(numbers, "collapsed_slice_dims"),
-        "start_index_map": struct_ints(numbers, "start_index_map"),
-    }
-    for name in ("operand_batching_dims", "start_indices_batching_dims"):
-        if struct_ints(numbers, name):
-            hlo[name] = struct_ints(numbers, name)
-    hlo["index_vector_dim"] = struct_int(numbers, "index_vector_dim")
+    hlo = gather_scatter_dims(numbers, ("offset_dims", "collapsed_slice_dims", "start_index_map"),
+                              ("operand_batching_dims", "start_indices_batching_dims"))
     hlo["slice_sizes"] = ints(d.attributes.get("slice_sizes"))
     if bool_value(d.attributes.get("indices_are_sorted")):
         hlo["indices_are_sorted"] = True

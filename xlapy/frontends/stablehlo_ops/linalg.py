@@ -27,6 +27,7 @@ from xlapy.frontends.stablehlo_ops.common import (
     int_value,
     ints,
     rank_of,
+    read_enum_option,
     read_int_list,
     struct_ints,
 )
@@ -338,12 +339,7 @@ register(OpSpec("stablehlo.convolution", "convolution", _parse_convolution, _pri
 def _parse_fft(p, d: OpDraft) -> None:
     p.operand(d)
     p.expect(",", "before 'type'")
-    expect_keyword(p.cursor, "type", "in fft")
-    p.expect("=", "after 'type'")
-    start = p.cursor.pos
-    kind = read_keyword(p.cursor, "an FFT type")
-    if kind not in ("FFT", "IFFT", "RFFT", "IRFFT"):
-        raise p.error(f"unknown FFT type '{kind}'", start)
+    kind = read_enum_option(p.cursor, "fft", "type", ("FFT", "IFFT", "RFFT", "IRFFT"), "an FFT type", "FFT type")
     d.attributes["fft_type"] = enum_attr("fft_type", kind)
     p.expect(",", "before 'length'")
     expect_keyword(p.cursor, "length", "in fft")
