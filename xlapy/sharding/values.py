@@ -9,7 +9,7 @@ These helpers hide that encoding from propagation."""
 
 from __future__ import annotations
 
-from xlapy.hlo import HloComputation, HloInstruction
+from xlapy.hlo import HloComputation, HloInstruction, HloModule
 
 
 def is_implicit(instr: HloInstruction) -> bool:
@@ -33,3 +33,14 @@ def returned_values(computation: HloComputation) -> list[HloInstruction]:
     if root is not None and root.opcode == "tuple" and is_implicit(root):
         return list(root.operands)
     return [] if root is None else [root]
+
+
+def region_owners(module: HloModule) -> dict[int, HloInstruction]:
+    """id(region) -> the op whose region it is (a call's callee is a function, not a region)."""
+    owners: dict[int, HloInstruction] = {}
+    for computation in module.computations:
+        for instr in computation.instructions:
+            if instr.opcode != "call":
+                for region in instr.called_computations:
+                    owners[id(region)] = instr
+    return owners

@@ -81,6 +81,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from xlapy.errors import UnimplementedError, VerifyError
+from xlapy.registry import registrar
 
 # --- types ------------------------------------------------------------------------------------------------------
 
@@ -289,13 +290,7 @@ OpLowering = Callable[["_Translator", Operation], None]
 _OPS: dict[str, OpLowering] = {}
 
 
-def _lowers(*names: str) -> Callable[[OpLowering], OpLowering]:
-    def register(fn: OpLowering) -> OpLowering:
-        for name in names:
-            _OPS[name] = fn
-        return fn
-
-    return register
+_lowers = registrar(_OPS, "LLVM lowerings")
 
 
 _NO_IDS: dict[str, ir.Value] = {}

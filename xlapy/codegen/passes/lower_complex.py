@@ -45,6 +45,7 @@ from xdsl.passes import ModulePass
 
 from xlapy.codegen.mlir_text import verify_op
 from xlapy.errors import UnimplementedError
+from xlapy.registry import registrar
 
 Pair = tuple[SSAValue, SSAValue]
 
@@ -257,13 +258,7 @@ Rule = Callable[[_Lowering, Operation], SSAValue | Pair]
 _RULES: dict[str, Rule] = {}
 
 
-def _rule(*names: str) -> Callable[[Rule], Rule]:
-    def register(rule: Rule) -> Rule:
-        for name in names:
-            _RULES[name] = rule
-        return rule
-
-    return register
+_rule = registrar(_RULES, "complex lowerings")
 
 
 @_rule("complex.add")

@@ -33,7 +33,7 @@ from xlapy.sharding.propagation.explicit_reshards_factors import common_factor_a
 from xlapy.sharding.propagation.projection import ShardingProjection, TensorFactorShardings
 from xlapy.sharding.rules import op_sharding_rule
 from xlapy.sharding.tensor_sharding import TensorSharding
-from xlapy.sharding.values import is_implicit, op_results
+from xlapy.sharding.values import is_implicit, op_results, region_owners
 
 MeshRef = str | Mesh
 
@@ -50,12 +50,7 @@ class ExplicitReshards:
     def __init__(self, module: HloModule):
         self.meshes: dict[str, Mesh] = module.meshes
         # The op owning each region (calls excluded: their callee is a function).
-        self.region_op: dict[int, HloInstruction] = {}
-        for computation in module.computations:
-            for instr in computation.instructions:
-                if instr.opcode != "call":
-                    for region in instr.called_computations:
-                        self.region_op[id(region)] = instr
+        self.region_op: dict[int, HloInstruction] = region_owners(module)
 
     def run(self, functions: list[HloComputation]) -> None:
         for function in functions:

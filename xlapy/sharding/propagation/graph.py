@@ -39,7 +39,7 @@ from xlapy.sharding.propagation.axes import add_free_axes, erase_manual_axes
 from xlapy.sharding.propagation.call_graph import functions, is_func_call
 from xlapy.sharding.propagation.rules import dims_of, identity_rule, is_elementwise, rule_of
 from xlapy.sharding.tensor_sharding import TensorSharding
-from xlapy.sharding.values import is_implicit, op_results, returned_values
+from xlapy.sharding.values import is_implicit, op_results, region_owners, returned_values
 
 # Ops whose results (or region arguments) are owners of data-flow edges.
 DATA_FLOW_OPCODES = frozenset({"while", "conditional", "opt-barrier", "sdy.manual_computation",
@@ -187,12 +187,7 @@ class ProgramGraph:
         self.module = module
         self.data_flow_edges = data_flow_edges
         self.meshes: dict[str, Mesh] = module.meshes
-        self.region_parent: dict[int, HloInstruction] = {}
-        for computation in module.computations:
-            for instr in computation.instructions:
-                if instr.opcode != "call":
-                    for called in instr.called_computations:
-                        self.region_parent[id(called)] = instr
+        self.region_parent: dict[int, HloInstruction] = region_owners(module)
         self.called_once = self._callees_called_once() if data_flow_edges else {}
         top = functions(module)
         self.main_funcs = self._main_functions(top)
