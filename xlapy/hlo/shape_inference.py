@@ -1278,13 +1278,18 @@ def _byte_size(shape: Shape) -> int | None:
     return count * shape.type.byte_width
 
 
-@shape_rule("opt-barrier", "domain")
+@shape_rule("domain")
 def _pass_through(instr: HloInstruction) -> Shape:
-    if instr.opcode == "opt-barrier" and read_from_stablehlo(instr) and len(instr.operands) != 1:
-        # StableHLO's barrier passes any number of values through, one result each.
-        return _tuple([o.shape for o in instr.operands])
     _operand_count(instr, 1)
     return without_layout(instr.operands[0].shape)
+
+
+@shape_rule("opt-barrier")
+def _optimization_barrier(instr: HloInstruction) -> Shape:
+    if read_from_stablehlo(instr) and len(instr.operands) != 1:
+        # StableHLO's barrier passes any number of values through, one result each.
+        return _tuple([o.shape for o in instr.operands])
+    return _pass_through(instr)
 
 
 @shape_rule("after-all")
