@@ -5,14 +5,20 @@ reports errors at a line and column."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 from xlapy.errors import ParseError
 
 T = TypeVar("T")
 
-INT = re.compile(r"-?\d+")
+# Only ASCII digits are digits (Python's \d and int() also take other scripts' digits).
+INT = re.compile(r"-?[0-9]+")
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Deeper nesting of tuples, parentheses, attributes or regions is refused with a
+# ParseError instead of exhausting Python's stack.
+MAX_NESTING = 100
 _SPACE = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n]*)*", re.S)
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -24,6 +30,7 @@ class Cursor:
         self.text = text
         self.pos = pos
         self.source = source
+        self.depth = 0
 
     def error(self, message: str, pos: int | None = None) -> ParseError:
         pos = self.pos if pos is None else pos
@@ -56,7 +63,7 @@ class Cursor:
         self.skip_space()
         if self.pos >= len(self.text):
             return "end of text"
-        match = re.compile(r"-?\d+|[%A-Za-z_][\w.\-]*").match(self.text, self.pos)
+        match = re.compile(r"-?[0-9]+|[%A-Za-z_][\w.\-]*").match(self.text, self.pos)
         return f"'{match.group() if match else self.text[self.pos]}'"
 
     def expect(self, literal: str, what: str) -> None:
@@ -72,8 +79,34 @@ class Cursor:
         self.pos = match.end()
         return match
 
-    def int(self, what: str) -> int:
-        return int(self.match(INT, what).group())
+    def int(self, what: str, lower: int = INT64_MIN, upper: int = INT64_MAX) -> int:
+        """An integer in ``[lower, upper]`` (by default a 64-bit signed one)."""
+        self.skip_space()
+        start = self.pos
+        return self.checked_int(self.match(INT, what).group(), start, lower, upper)
+
+    def checked_int(self, digits: str, pos: int, lower: int = INT64_MIN, upper: int = INT64_MAX,
+                    base: int = 10) -> int:
+        """The value of ``digits`` (read at ``pos``), which must lie in ``[lower, upper]``."""
+        # Bound the length before int(): Python refuses to convert over 4,300 digits.
+        if len(digits.lstrip("-+").lstrip("0")) > 40:
+            raise self.error(f"integer too large: {digits[:20]}...", pos)
+        value = int(digits, base)
+        if not lower <= value <= upper:
+            problem = "too large" if value > upper >= INT64_MAX or value < lower <= INT64_MIN else "out of range"
+            raise self.error(f"integer {problem}: {digits} is outside [{lower}, {upper}]", pos)
+        return value
+
+    @contextmanager
+    def nested(self, what: str) -> Iterator[None]:
+        """One more level of nesting while the block runs."""
+        if self.depth >= MAX_NESTING:
+            raise self.error(f"{what} nested more than {MAX_NESTING} levels deep")
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
 
     def delimited(self, open_: str, close: str, read_item: Callable[[], T], what: str) -> list[T]:
         """``open_ item, item, ... close`` (possibly empty)."""

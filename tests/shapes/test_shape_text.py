@@ -154,7 +154,8 @@ def layouts(draw, rank: int) -> Layout:
         pointer_primitive_type=draw(st.sampled_from([None, None, "u64"])),
         element_size_in_bits=draw(st.sampled_from([0, 0, 4, 32])),
         memory_space=draw(st.sampled_from([0, 0, 1, 5])),
-        split_configs=tuple(SplitConfig(d, (draw(st.integers(1, 9)),)) for d in range(draw(st.integers(0, 1)))),
+        split_configs=tuple(SplitConfig(d, (draw(st.integers(1, 9)),))
+                            for d in range(draw(st.integers(0, min(rank, 1))))),
         dynamic_shape_metadata_prefix_bytes=draw(st.sampled_from([0, 0, 8])),
     )
 
@@ -167,7 +168,8 @@ def shapes(draw, depth: int = 0) -> Shape:
     if kind == "tuple":
         return Shape.make_tuple(draw(st.lists(shapes(depth + 1), max_size=3)))
     rank = draw(st.integers(0, 4))
-    dims = tuple(draw(st.integers(0, 10**6)) for _ in range(rank))
+    # Sizes whose product in bytes fits in 64 bits, as a valid shape's must.
+    dims = tuple(draw(st.integers(0, 10**4)) for _ in range(rank))
     dynamic = tuple(draw(st.booleans()) for _ in range(rank))
     dims = tuple(UNBOUNDED_SIZE if dyn and draw(st.integers(0, 3)) == 0 else d for d, dyn in zip(dims, dynamic))
     layout = draw(st.one_of(st.none(), layouts(rank)))

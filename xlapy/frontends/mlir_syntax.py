@@ -33,15 +33,19 @@ from xlapy.syntax import Cursor
 
 # -- tokens ----------------------------------------------------------------------
 
-VALUE_NAME = re.compile(r"%(\d+(?![\w$.\-])|[A-Za-z_$.\-][\w$.\-]*)")
-VALUE_USE = re.compile(r"%(\d+(?![\w$.\-])|[A-Za-z_$.\-][\w$.\-]*)(?:#(\d+))?")
+VALUE_NAME = re.compile(r"%([0-9]+(?![\w$.\-])|[A-Za-z_$.\-][\w$.\-]*)", re.ASCII)
+VALUE_USE = re.compile(r"%([0-9]+(?![\w$.\-])|[A-Za-z_$.\-][\w$.\-]*)(?:#([0-9]+))?", re.ASCII)
 BARE_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
 BARE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
 OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
 KEYWORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$.\-]*")
-INTEGER = re.compile(r"-?(?:0x[0-9a-fA-F]+|\d+)(?![.\w])")
-FLOAT = re.compile(r"[-+]?\d+\.\d*(?:[eE][-+]?\d+)?")
-NUMBER = re.compile(r"[-+]?(?:0x[0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)")
+# Numbers are ASCII digits only (Python's \d also takes other scripts' digits).
+INTEGER = re.compile(r"-?(?:0x[0-9a-fA-F]+|[0-9]+)(?![.\w])", re.ASCII)
+FLOAT = re.compile(r"[-+]?[0-9]+\.[0-9]*(?:[eE][-+]?[0-9]+)?")
+NUMBER = re.compile(r"[-+]?(?:0x[0-9a-fA-F]+|[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)")
+INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
+# A dense splat is materialised as an array: one of more bytes than this is refused.
+MAX_SPLAT_BYTES = 1 << 30
 BLOCK_LABEL = re.compile(r"\^([A-Za-z0-9_$.\-]+)")
 
 
@@ -143,8 +147,21 @@ def peek_keyword(cursor: Cursor) -> str | None:
 
 
 def read_int(cursor: Cursor, what: str = "an integer") -> int:
-    text = cursor.match(INTEGER, what).group()
-    return int(text, 0) if "x" in text else int(text)
+    """A decimal or hex integer of at most 64 bits (signed, or unsigned when positive)."""
+    cursor.skip_space()
+    start = cursor.pos
+    return integer_value(cursor, cursor.match(INTEGER, what).group(), start)
+
+
+def integer_value(cursor: Cursor, literal: str, pos: int) -> int:
+    """The value of integer ``literal`` (decimal or ``0x`` hex) read at ``pos``: at most 64 bits."""
+    negative = literal.startswith("-")
+    digits = literal.lstrip("-+")
+    hexadecimal = digits[:2].lower() == "0x"
+    value = cursor.checked_int(digits[2:] if hexadecimal else digits, pos, 0, UINT64_MAX, 16 if hexadecimal else 10)
+    if negative and value > -INT64_MIN:
+        raise cursor.error(f"integer too large: {literal} is below {INT64_MIN}", pos)
+    return -value if negative else value
 
 
 def balanced(cursor: Cursor, open_: str, close: str) -> str:
@@ -313,7 +330,7 @@ def result_types_text(types: tuple[Type, ...] | list[Type]) -> str:
     return "(" + ", ".join(map(str, types)) + ")"
 
 
-_DIM = re.compile(r"(\?|\d+)x")
+_DIM = re.compile(r"(\?|[0-9]+)x")
 
 
 def parse_type(cursor: Cursor) -> Type:
@@ -321,19 +338,22 @@ def parse_type(cursor: Cursor) -> Type:
     text, pos = cursor.text, cursor.pos
     if text.startswith("tensor<", pos):
         return _parse_tensor(cursor)
-    if text.startswith("!stablehlo.token", pos) and not re.match(r"[\w.]", text[pos + 16: pos + 17]):
+    if text.startswith("!stablehlo.token", pos) and not re.match(r"[A-Za-z0-9_.]", text[pos + 16: pos + 17]):
         cursor.pos += len("!stablehlo.token")
         return TokenType()
     if text.startswith("tuple<", pos):
         cursor.pos += len("tuple")
-        types = cursor.delimited("<", ">", lambda: parse_type(cursor), "the tuple element types")
+        with cursor.nested("types"):
+            types = cursor.delimited("<", ">", lambda: parse_type(cursor), "the tuple element types")
         return TupleType(tuple(types))
     if text.startswith("(", pos):
-        inputs = cursor.delimited("(", ")", lambda: parse_type(cursor), "the function inputs")
-        cursor.expect("->", "in a function type")
-        return FunctionType(tuple(inputs), tuple(parse_result_types(cursor)))
+        with cursor.nested("types"):
+            inputs = cursor.delimited("(", ")", lambda: parse_type(cursor), "the function inputs")
+            cursor.expect("->", "in a function type")
+            results = parse_result_types(cursor)
+        return FunctionType(tuple(inputs), tuple(results))
     if text.startswith("!", pos):
-        match = re.compile(r"![A-Za-z_][\w.$]*").match(text, pos)
+        match = re.compile(r"![A-Za-z_][A-Za-z0-9_.$]*").match(text, pos)
         if not match:
             raise cursor.error(f"expected a type, got {cursor.found()}")
         cursor.pos = match.end()
@@ -341,7 +361,7 @@ def parse_type(cursor: Cursor) -> Type:
             balanced(cursor, "<", ">")
         return OpaqueType(text[pos:cursor.pos])
     match = ELEMENT_TYPE.match(text, pos)
-    if match and not re.match(r"[\w.]", text[match.end(): match.end() + 1]):
+    if match and not re.match(r"[A-Za-z0-9_.]", text[match.end(): match.end() + 1]):
         cursor.pos = match.end()
         return ScalarType(_normalise_element(match.group()))
     match = re.compile(r"(none|memref|vector)\b").match(text, pos)
@@ -373,7 +393,7 @@ def _parse_tensor(cursor: Cursor) -> TensorType:
         match = _DIM.match(cursor.text, cursor.pos)
         if not match:
             break
-        dims.append(None if match.group(1) == "?" else int(match.group(1)))
+        dims.append(None if match.group(1) == "?" else cursor.checked_int(match.group(1), cursor.pos, 0))
         cursor.pos = match.end()
     if cursor.text.startswith("*", cursor.pos):
         raise cursor.error("unranked tensors are not supported", cursor.pos)
@@ -381,9 +401,14 @@ def _parse_tensor(cursor: Cursor) -> TensorType:
     if not isinstance(element_type, ScalarType) or (element_type.name not in _ELEMENT_TO_HLO
                                                     and element_type.name != "index"):
         raise cursor.error(f"unsupported tensor element type '{element_type}'", start)
+    # As XLA, the size in bytes of a static tensor must fit in 64 bits.
+    byte_width = 1 if element_type.name in ("i1", "index") else element_dtype(element_type.name).itemsize
+    if None not in dims and math.prod(dims) * byte_width > INT64_MAX:
+        raise cursor.error(f"tensor of {math.prod(dims)} elements: its size in bytes does not fit in 64 bits", start)
     encoding = None
     if cursor.eat(","):
-        encoding = parse_attribute(cursor)
+        with cursor.nested("types"):
+            encoding = parse_attribute(cursor)
     cursor.expect(">", "to end the tensor type")
     return TensorType(tuple(dims), element_type.name, encoding)
 
@@ -422,7 +447,10 @@ def shape_of(type_: Type) -> Shape:
 def _bounds(type_: TensorType) -> list[int | None] | None:
     encoding = type_.encoding
     if isinstance(encoding, DialectAttr) and encoding.name == "stablehlo.bounds":
-        return [None if b.strip() == "?" else int(b) for b in encoding.body.split(",")]
+        bounds = [b.strip() for b in encoding.body.split(",")]
+        if not all(b == "?" or re.fullmatch(r"[0-9]{1,19}", b) for b in bounds):
+            raise ValueError(f"bounds <{encoding.body}> are not sizes or '?'")
+        return [None if b == "?" else int(b) for b in bounds]
     return None
 
 
@@ -748,7 +776,7 @@ def format_attr_dict(attrs: dict[str, Attr]) -> str:
     parts = []
     for name in sorted(attrs):
         value = attrs[name]
-        key = name if re.fullmatch(r"[A-Za-z_][\w$.]*", name) else quote_string(name)
+        key = name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$.]*", name) else quote_string(name)
         parts.append(key if isinstance(value, UnitAttr) else f"{key} = {value}")
     return "{" + ", ".join(parts) + "}"
 
@@ -793,10 +821,12 @@ def parse_attribute(cursor: Cursor, default_types: bool = True) -> Attr:
         raise cursor.error("expected an attribute value, got end of text")
     c = text[pos]
     if c == "[":
-        items = cursor.delimited("[", "]", lambda: parse_attribute(cursor, default_types), "an array attribute")
+        with cursor.nested("attributes"):
+            items = cursor.delimited("[", "]", lambda: parse_attribute(cursor, default_types), "an array attribute")
         return ArrayAttr(tuple(items))
     if c == "{":
-        return DictAttr(tuple(parse_attr_dict(cursor).items()))
+        with cursor.nested("attributes"):
+            return DictAttr(tuple(parse_attr_dict(cursor).items()))
     if c == '"':
         value = read_string(cursor)
         if cursor.peek(":") and not cursor.peek("::"):
@@ -818,7 +848,7 @@ def parse_attribute(cursor: Cursor, default_types: bool = True) -> Attr:
         for prefix, reader in _SDY_READERS.items():
             if text.startswith(prefix, pos):
                 return reader(cursor)
-        match = re.compile(r"#([A-Za-z_][\w.$\-]*)").match(text, pos)
+        match = re.compile(r"#([A-Za-z_][A-Za-z0-9_.$\-]*)").match(text, pos)
         if not match:
             raise cursor.error(f"expected an attribute, got {cursor.found()}")
         cursor.pos = match.end()
@@ -879,13 +909,18 @@ def _parse_number(cursor: Cursor, default_types: bool) -> Attr:
     if isinstance(type_, ScalarType) and (is_float_element(type_.name) or type_.name.startswith("complex")):
         if not is_float and "x" in literal.lower():
             try:
-                return FloatAttr(float(float_from_bits(int(literal, 16), type_.name)), type_)
+                return FloatAttr(float(float_from_bits(_int_token(literal, 16), type_.name)), type_)
             except ValueError as e:
                 raise cursor.error(str(e), start) from None
         return FloatAttr(float(literal), type_)
     if is_float:
         return FloatAttr(float(literal), type_ if type_ is not None or not default_types else ScalarType("f64"))
-    value = int(literal, 0) if "x" in literal.lower() else int(literal)
+    value = integer_value(cursor, literal, start)
+    if isinstance(type_, ScalarType) and type_.name in _ELEMENT_TO_HLO and type_.name != "i1" \
+            and not is_float_element(type_.name) and not is_complex_element(type_.name):
+        lower, upper = integer_range(type_.name)
+        if not lower <= value <= upper:
+            raise cursor.error(f"integer constant {literal} out of range for {type_.name} [{lower}, {upper}]", start)
     if type_ is None and default_types:
         type_ = ScalarType("i64")
     if isinstance(type_, ScalarType) and type_.name == "i1":
@@ -905,7 +940,7 @@ def parse_attr_dict(cursor: Cursor) -> dict[str, Attr]:
         if cursor.peek('"'):
             name = read_string(cursor)
         else:
-            name = cursor.match(re.compile(r"[A-Za-z_][\w$.\-]*"), "an attribute name").group()
+            name = cursor.match(re.compile(r"[A-Za-z_][A-Za-z0-9_$.\-]*"), "an attribute name").group()
         if name in attrs:
             raise cursor.error(f"duplicate attribute '{name}'", name_pos)
         attrs[name] = parse_attribute(cursor) if cursor.eat("=") else UnitAttr()
@@ -923,7 +958,7 @@ def parse_struct_fields(body: str) -> dict[str, Attr]:
     if cursor.at_end():
         return fields
     while True:
-        name = cursor.match(re.compile(r"[A-Za-z_][\w$.\-]*"), "a field name").group()
+        name = cursor.match(re.compile(r"[A-Za-z_][A-Za-z0-9_$.\-]*"), "a field name").group()
         cursor.expect("=", f"after field '{name}'")
         fields[name] = parse_attribute(cursor, default_types=False)
         if cursor.at_end():
@@ -987,7 +1022,8 @@ def _parse_dense(cursor: Cursor) -> DenseElementsAttr:
 def _read_dense_literal(cursor: Cursor) -> Any:
     cursor.skip_space()
     if cursor.peek("["):
-        return cursor.delimited("[", "]", lambda: _read_dense_literal(cursor), "a dense literal")
+        with cursor.nested("dense literals"):
+            return cursor.delimited("[", "]", lambda: _read_dense_literal(cursor), "a dense literal")
     if cursor.peek("("):
         cursor.pos += 1
         real = _read_scalar(cursor)
@@ -1019,7 +1055,7 @@ def _scalar_value(token: Any, element: str) -> Any:
     is_hex = token.lower().lstrip("-").startswith("0x")
     if is_float_element(element):
         if is_hex:
-            return float_from_bits(int(token, 16), element)
+            return float_from_bits(_int_token(token, 16), element)
         if "." not in token and "e" not in token.lower():
             raise ValueError("unexpected decimal integer literal for a floating point value")
         return float(token)
@@ -1027,7 +1063,7 @@ def _scalar_value(token: Any, element: str) -> Any:
         raise ValueError("complex values are written (re,im)")
     if "." in token:
         raise ValueError("expected integer elements, got a float")
-    value = int(token, 16) if is_hex else int(token)
+    value = _int_token(token, 16) if is_hex else _int_token(token)
     if element == "i1":
         if value not in (0, 1):
             raise ValueError(f"value {value} does not fit i1")
@@ -1053,15 +1089,50 @@ def _as_dtype(values: list, element: str) -> np.ndarray:
     if element == "i1":
         return np.array(values, dtype=np.bool_)
     if dtype.kind in "iu":
-        # Values outside the type's range wrap around, as MLIR's APInt truncation does.
-        bits = dtype.itemsize * 8
+        # A signless integer reads as signed or unsigned, as MLIR's: 255 is an i8's -1.
+        bits = _integer_bits(element)
+        lower, upper = integer_range(element)
         signed = dtype.kind == "i"
         wrapped = []
         for v in values:
+            if not lower <= v <= upper:
+                raise ValueError(f"integer constant {v} out of range for {element} [{lower}, {upper}]")
             v = int(v) & ((1 << bits) - 1)
             wrapped.append(v - (1 << bits) if signed and v >= 1 << (bits - 1) else v)
         return np.array(wrapped, dtype=object).astype(dtype)
     return np.array([dtype.type(v) for v in values], dtype=dtype)
+
+
+def _integer_bits(element: str) -> int:
+    return 64 if element == "index" else int(element.lstrip("siu"))
+
+
+def integer_range(element: str) -> tuple[int, int]:
+    """The values an integer element type reads (a signless one as signed or unsigned)."""
+    bits = _integer_bits(element)
+    if element.startswith("ui"):
+        return 0, (1 << bits) - 1
+    if element.startswith("si") or element == "index":
+        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return -(1 << (bits - 1)), (1 << bits) - 1
+
+
+def _int_token(token: str, base: int = 10) -> int:
+    """int() of a token, refusing lengths no 64-bit value has (and int() cannot convert)."""
+    digits = token.lstrip("-+")
+    if base == 16:
+        digits = digits[2:]
+    if len(digits.lstrip("0")) > 40:
+        raise ValueError(f"integer too large: {token[:20]}...")
+    return int(token, base)
+
+
+def _check_splat_size(type_: TensorType) -> None:
+    count = math.prod(type_.dims)
+    byte_width = 1 if type_.element == "i1" else element_dtype(type_.element).itemsize
+    if count * byte_width > MAX_SPLAT_BYTES:
+        raise ValueError(f"a splat of {count} elements takes {count * byte_width} bytes, more than the "
+                         f"{MAX_SPLAT_BYTES} xlapy holds in memory")
 
 
 def _dense_from_literal(literal: Any, type_: TensorType) -> np.ndarray:
@@ -1076,6 +1147,7 @@ def _dense_from_literal(literal: Any, type_: TensorType) -> np.ndarray:
     values = [_scalar_value(v, type_.element) for v in flat]
     array = _as_dtype(values, type_.element)
     if not found:  # a splat
+        _check_splat_size(type_)
         return np.broadcast_to(array.reshape(()), shape).copy()
     if tuple(found) != shape:
         raise ValueError(f"literal of shape {tuple(found)}")
@@ -1091,6 +1163,7 @@ def _dense_from_hex(text: str, type_: TensorType) -> np.ndarray:
     count = math.prod(shape)
     itemsize = 1 if type_.element == "i1" else dtype.itemsize
     if len(raw) == itemsize and count != 1:  # a splat
+        _check_splat_size(type_)
         values = np.frombuffer(raw, dtype=np.uint8 if type_.element == "i1" else dtype)
         return np.broadcast_to(values.astype(dtype).reshape(()), shape).copy()
     if len(raw) != itemsize * count:

@@ -169,9 +169,9 @@ def _print_int_list_or_lists(values: tuple) -> str:
     return _print_int_list_list(values) if values and isinstance(values[0], tuple) else _print_int_list(values)
 
 
-_WORD = re.compile(r"[\w.\-]+")
-_DIM_LABELS = re.compile(r"\w+->\w+")
-_COMPUTATION_NAME = re.compile(r"%?([A-Za-z_][\w.\-]*)")
+_WORD = re.compile(r"[\w.\-]+", re.ASCII)
+_DIM_LABELS = re.compile(r"\w+->\w+", re.ASCII)
+_COMPUTATION_NAME = re.compile(r"%?([A-Za-z_][\w.\-]*)", re.ASCII)
 
 
 def _read_word(cursor: Cursor) -> str:
@@ -228,9 +228,9 @@ def _read_padding(cursor: Cursor) -> tuple[PaddingDimension, ...]:
     dims = []
     for part in text.split("x"):
         numbers = part.split("_")
-        if len(numbers) not in (2, 3) or not all(re.fullmatch(r"-?\d+", n) for n in numbers):
+        if len(numbers) not in (2, 3) or not all(re.fullmatch(r"-?[0-9]+", n) for n in numbers):
             raise cursor.error(f"expected padding like 0_0x1_1_0, got '{text}'", start)
-        dims.append(PaddingDimension(*map(int, numbers)))
+        dims.append(PaddingDimension(*(cursor.checked_int(n, start) for n in numbers)))
     return tuple(dims)
 
 
@@ -244,8 +244,8 @@ _WINDOW_FIELDS = {"size": "size", "stride": "stride", "lhs_dilate": "base_dilati
                   "rhs_dilate": "window_dilation", "rhs_reversal": "window_reversal"}
 
 
-_DIMS = re.compile(r"-?\d+(?:x-?\d+)*$")
-_PADS = re.compile(r"-?\d+_-?\d+(?:x-?\d+_-?\d+)*$")
+_DIMS = re.compile(r"-?[0-9]+(?:x-?[0-9]+)*$")
+_PADS = re.compile(r"-?[0-9]+_-?[0-9]+(?:x-?[0-9]+_-?[0-9]+)*$")
 
 
 def _read_window(cursor: Cursor) -> tuple[WindowDimension, ...]:
@@ -264,11 +264,11 @@ def _read_window(cursor: Cursor) -> tuple[WindowDimension, ...]:
         if key == "pad":
             if not _PADS.match(value):
                 raise cursor.error(f"expected window padding like 0_1x1_1, got '{value}'", value_pos)
-            fields["pad"] = [tuple(map(int, p.split("_"))) for p in value.split("x")]
+            fields["pad"] = [tuple(cursor.checked_int(n, value_pos) for n in p.split("_")) for p in value.split("x")]
         else:
             if not _DIMS.match(value):
                 raise cursor.error(f"expected window {key} like 3x3, got '{value}'", value_pos)
-            fields[key] = [int(v) for v in value.split("x")]
+            fields[key] = [cursor.checked_int(v, value_pos) for v in value.split("x")]
         if any(len(v) != len(fields.get("size", v)) for v in fields.values()):
             raise cursor.error(f"window field '{key}' has a different rank than 'size'", value_pos)
     if fields and "size" not in fields:

@@ -17,13 +17,13 @@ from xlapy.hlo.attributes import (
     scan_value,
 )
 from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
-from xlapy.hlo.literal import parse_literal
+from xlapy.hlo.literal import LiteralError, parse_literal
 from xlapy.hlo.opcodes import OPCODES
 from xlapy.shapes import ELEMENT_TYPES, ShapeParser
 
-_NAME = re.compile(r"%?([A-Za-z_][\w.\-]*)")
+_NAME = re.compile(r"%?([A-Za-z_][\w.\-]*)", re.ASCII)
 _OPCODE = re.compile(r"[a-z][a-z0-9\-]*")
-_ATTRIBUTE_NAME = re.compile(r"([A-Za-z_][\w\-]*)\s*=")
+_ATTRIBUTE_NAME = re.compile(r"([A-Za-z_][\w\-]*)\s*=", re.ASCII)
 _STACK_FRAME_SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 # XLA's order of called computations where it differs from the text's (a
 # while's body comes first, then its condition).
@@ -86,7 +86,7 @@ class HloParser(ShapeParser):
             self.pos += len(self.ident())
             while True:
                 self.skip_space()
-                if not re.match(r"\d", self.text[self.pos:self.pos + 1]):
+                if not re.match(r"[0-9]", self.text[self.pos:self.pos + 1]):
                     break
                 newline = self.text.find("\n", self.pos)
                 self.pos = len(self.text) if newline < 0 else newline
@@ -166,7 +166,7 @@ class HloParser(ShapeParser):
         draft = _Draft(instruction)
         self.expect("(", f"after opcode '{opcode}'")
         if opcode == "parameter":
-            instruction.parameter_number = self.int("the parameter number")
+            instruction.parameter_number = self.int("the parameter number", 0)
             self.expect(")", "after the parameter number")
         elif opcode == "constant":
             start = self.pos
@@ -176,10 +176,12 @@ class HloParser(ShapeParser):
                     raise self.error("expected ')' to end the constant literal", start)
                 depth += {"(": 1, ")": -1}.get(self.text[self.pos], 0)
                 self.pos += 1
-            text = self.text[start:self.pos - 1].strip()
+            text = self.text[start:self.pos - 1]
             try:
                 # XLA elides large constants as `{...}`: their value is unknown.
-                instruction.literal = text if text == "{...}" else parse_literal(text, shape)
+                instruction.literal = text.strip() if text.strip() == "{...}" else parse_literal(text, shape)
+            except LiteralError as e:
+                raise self.error(f"bad literal for {shape}: {e}", start + e.offset) from None
             except XlapyError as e:
                 raise self.error(f"bad literal for {shape}: {e}", start) from None
         else:

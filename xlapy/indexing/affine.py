@@ -24,7 +24,7 @@ from xdsl.ir.affine import (
     AffineSymExpr,
 )
 
-from xlapy.syntax import IDENT, Cursor
+from xlapy.syntax import IDENT, MAX_NESTING, Cursor
 
 ADD = AffineBinaryOpKind.Add
 MUL = AffineBinaryOpKind.Mul
@@ -386,7 +386,9 @@ def _print(expr: AffineExpr, dims: Sequence[str], symbols: Sequence[str], parens
 
 # --- parsing (MLIR's affine-expression grammar) ---
 
-_TOKEN = re.compile(r"\s*(?:(?P<int>\d+)|(?P<word>[A-Za-z_][A-Za-z0-9_]*)|(?P<punct>[-+*()]))")
+_TOKEN = re.compile(r"\s*(?:(?P<int>[0-9]+)|(?P<word>[A-Za-z_][A-Za-z0-9_]*)|(?P<punct>[-+*()]))")
+# As MLIR, a constant may be 2**63 (the magnitude of INT64_MIN, which prints as `- 9223372036854775808`).
+_MAX_CONSTANT = 2**63
 _HIGH_PRECEDENCE = {"*": MUL, "floordiv": FLOORDIV, "floorDiv": FLOORDIV, "ceildiv": CEILDIV, "mod": MOD}
 
 
@@ -397,6 +399,21 @@ class ExprParser:
     def __init__(self, cursor: Cursor, names: dict[str, AffineExpr]):
         self.cursor = cursor
         self.names = names
+        self._depths: dict[AffineExpr, int] = {}
+
+    def _depth(self, expr: AffineExpr, at: int) -> int:
+        """How deep ``expr`` nests (memoised: the builders reuse the sub-expressions
+        read); a constant folded past 64 bits is an error, as it would not read back."""
+        if isinstance(expr, AffineConstantExpr):
+            if not -_MAX_CONSTANT <= expr.value <= _MAX_CONSTANT:
+                raise self.cursor.error(f"the constant {expr.value} of this expression does not fit in 64 bits", at)
+            return 0
+        if not isinstance(expr, AffineBinaryOpExpr):
+            return 0
+        depth = self._depths.get(expr)
+        if depth is None:
+            depth = self._depths[expr] = 1 + max(self._depth(expr.lhs, at), self._depth(expr.rhs, at))
+        return depth
 
     def _peek(self) -> tuple[str, str] | None:
         match = _TOKEN.match(self.cursor.text, self.cursor.pos)
@@ -412,9 +429,19 @@ class ExprParser:
 
     def _build(self, builder: Callable[[AffineExpr, AffineExpr], AffineExpr], lhs, rhs, at: int) -> AffineExpr:
         try:
-            return builder(lhs, rhs)
+            expr = builder(lhs, rhs)
         except ValueError as error:
             raise self.cursor.error(str(error), at) from None
+        # Deeper expressions would exhaust the stack of the recursive printer and simplifier.
+        if self._depth(expr, at) > MAX_NESTING:
+            raise self.cursor.error(f"affine expression nested more than {MAX_NESTING} levels deep", at)
+        return expr
+
+    def _skip_space_from(self, pos: int) -> int:
+        text = self.cursor.text
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        return pos
 
     def parse(self) -> AffineExpr:
         """``term (('+' | '-') term)*``"""
@@ -438,8 +465,15 @@ class ExprParser:
             self.cursor.skip_space()
             at = self.cursor.pos
             self._take()
+            rhs_at = self.cursor.pos
             rhs = self._operand()
-            expr = self._build(BUILDERS[_HIGH_PRECEDENCE[token[1]]], expr, rhs, at)
+            kind = _HIGH_PRECEDENCE[token[1]]
+            divisor = constant_value(rhs)
+            if kind is not MUL and divisor is not None and divisor < 1:
+                # MLIR's affine grammar: the right operand of mod, floordiv and ceildiv is positive.
+                raise self.cursor.error(f"the right operand of '{token[1]}' must be a positive constant, "
+                                        f"got {divisor}", self._skip_space_from(rhs_at))
+            expr = self._build(BUILDERS[kind], expr, rhs, at)
 
     def _operand(self) -> AffineExpr:
         self.cursor.skip_space()
@@ -450,7 +484,7 @@ class ExprParser:
         kind, text = token
         if kind == "int":
             self._take()
-            value = const(int(text))
+            value = const(self.cursor.checked_int(text, at, 0, _MAX_CONSTANT))
             # ``16d0`` (the notation of SPEC.md's simplifier examples) is ``16 * d0``.
             word = IDENT.match(self.cursor.text, self.cursor.pos)
             if word and word.group() in self.names:
@@ -462,15 +496,17 @@ class ExprParser:
                 return self.names[text]
             raise self.cursor.error(f"unknown variable '{text}' in affine expression", at)
         if text == "(":
-            self._take()
-            expr = self.parse()
-            self.cursor.skip_space()
-            if not self.cursor.eat(")"):
-                raise self.cursor.error(f"expected ')' in affine expression, got {self.cursor.found()}")
+            with self.cursor.nested("parentheses"):
+                self._take()
+                expr = self.parse()
+                self.cursor.skip_space()
+                if not self.cursor.eat(")"):
+                    raise self.cursor.error(f"expected ')' in affine expression, got {self.cursor.found()}")
             return expr
         if text == "-":
-            self._take()
-            return neg(self._operand())
+            with self.cursor.nested("negations"):
+                self._take()
+                return neg(self._operand())
         raise self.cursor.error(f"expected an affine expression, got {self.cursor.found()}", at)
 
 

@@ -42,14 +42,16 @@ class ShapeParser(Cursor):
         return shape
 
     def _shape(self, positions: dict) -> Shape:
-        if self.eat("("):
-            elements: list[Shape] = []
-            if not self.peek(")"):
-                while True:
-                    elements.append(self.parse_shape())
-                    if not self.eat(","):
-                        break
-            self.expect(")", "at the end of a tuple shape")
+        if self.peek("("):
+            with self.nested("tuple shapes"):
+                self.pos += 1
+                elements: list[Shape] = []
+                if not self.peek(")"):
+                    while True:
+                        elements.append(self.parse_shape())
+                        if not self.eat(","):
+                            break
+                self.expect(")", "at the end of a tuple shape")
             return Shape.make_tuple(elements)
         self.skip_space()
         type_pos = self.pos
@@ -66,7 +68,7 @@ class ShapeParser(Cursor):
         layout = None
         # A '{' is a layout only if an integer, ':' or '}' follows (as in XLA,
         # where '{' may also open a computation body after a result shape).
-        if self.peek("{") and re.match(r"\{\s*(-?\d|:|\})", self.text[self.pos:]):
+        if self.peek("{") and _LAYOUT_START.match(self.text, self.pos):
             layout = self._layout(positions)
         return Shape(name, tuple(dims), layout, dynamic_dimensions=tuple(dynamic))
 
@@ -203,7 +205,8 @@ class ShapeParser(Cursor):
 
     def _physical_shape(self) -> Shape:
         self.expect("(", "to start the physical shape")
-        shape = self.parse_shape()
+        with self.nested("physical shapes"):
+            shape = self.parse_shape()
         self.expect(")", "to end the physical shape")
         return shape
 
@@ -228,7 +231,7 @@ class ShapeParser(Cursor):
 
 # `f32[3,5]` or `f32[3,5]{1,0}`: static dims and an untiled layout.
 _PLAIN_ARRAY = re.compile(r"[a-z][a-z0-9]*\[[0-9,]*\](?:\{[0-9,]*\})?")
-_LAYOUT_START = re.compile(r"\s*\{\s*(?:-?\d|:|\})")
+_LAYOUT_START = re.compile(r"\s*\{\s*(?:-?[0-9]|:|\})")
 
 
 @functools.lru_cache(maxsize=4096)

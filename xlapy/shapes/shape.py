@@ -14,6 +14,7 @@ from xlapy.shapes.layout import COMBINE_DIMENSION, Layout, default_layout
 
 # The size XLA stores for an unbounded dynamic dimension (printed `?`).
 UNBOUNDED_SIZE = -(2**63)
+INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,12 @@ def check_shape(shape: Shape) -> None:
     for i, (d, dyn) in enumerate(zip(shape.dimensions, shape.dynamic_dimensions)):
         if d < 0 and not (dyn and d == UNBOUNDED_SIZE):
             raise LayoutError(f"negative size {d} for dimension {i}", ("dimension", i))
+        if d > INT64_MAX:
+            raise LayoutError(f"size {d} of dimension {i} does not fit in 64 bits", ("dimension", i))
+    # As XLA, the size in bytes (every dimension at its bound) must fit in 64 bits.
+    count = math.prod(d for d in shape.dimensions if d != UNBOUNDED_SIZE)
+    if count * shape.type.byte_width > INT64_MAX:
+        raise VerifyError(f"shape {shape} has {count} elements: its size in bytes does not fit in 64 bits")
     if shape.layout is not None:
         check_layout(shape.layout, shape.rank)
 
@@ -238,6 +245,15 @@ def check_layout(layout: Layout, rank: int) -> None:
         raise LayoutError("tail padding alignment L(n) must be at least 1", ("field", "L"))
     if layout.element_size_in_bits < 0:
         raise LayoutError("element size in bits E(n) must not be negative", ("field", "E"))
+    if layout.memory_space < 0:
+        raise LayoutError(f"memory space S({layout.memory_space}) must not be negative", ("field", "S"))
+    if layout.dynamic_shape_metadata_prefix_bytes < 0:
+        raise LayoutError(f"dynamic shape metadata prefix bytes M({layout.dynamic_shape_metadata_prefix_bytes}) "
+                          "must not be negative", ("field", "M"))
+    for config in layout.split_configs:
+        if not 0 <= config.dimension < rank:
+            raise LayoutError(f"split config dimension {config.dimension} is out of range for rank {rank}",
+                              ("field", "SC"))
     for name, type_name in (("#", layout.index_primitive_type), ("*", layout.pointer_primitive_type)):
         if type_name is not None and element_type(type_name).kind is not TypeKind.UNSIGNED:
             raise LayoutError(f"{name}({type_name}) must name an unsigned integer type", ("field", name))

@@ -140,8 +140,8 @@ class Reader:
             if len(values) != 1:
                 raise self.error(f"'%{name}' names {len(values)} results: use '%{name}#N'", pos)
             return values[0], pos
-        if int(index) >= len(values):
-            raise self.error(f"'%{name}' has {len(values)} results, there is no #{index}", pos)
+        if len(index.lstrip("0")) > 18 or int(index) >= len(values):
+            raise self.error(f"'%{name}' has {len(values)} results, there is no #{index[:20]}", pos)
         return values[int(index)], pos
 
     def operand(self, draft: OpDraft) -> HloInstruction:
@@ -246,8 +246,9 @@ class Reader:
         self.scope = _Scope(self.scope)
         self.computation = region
         try:
-            self._parameters(region, args or [])
-            region.mlir.terminator = self._block(region, f"a region of {draft.name}")
+            with cursor.nested("regions"):
+                self._parameters(region, args or [])
+                region.mlir.terminator = self._block(region, f"a region of {draft.name}")
         finally:
             self.scope, self.computation = saved
         cursor.expect("}", "to end the region")
@@ -332,7 +333,7 @@ class Reader:
         cursor = self.cursor
         while True:
             cursor.skip_space()
-            match = re.compile(r"[#!][A-Za-z_][\w.$\-]*\s*=").match(cursor.text, cursor.pos)
+            match = re.compile(r"[#!][A-Za-z_][A-Za-z0-9_.$\-]*\s*=").match(cursor.text, cursor.pos)
             if not match:
                 return
             start = cursor.pos
@@ -481,7 +482,7 @@ class Reader:
         cursor.expect("{", "to start the function's body")
         args: list[ArgDecl] = []
         if cursor.peek("^"):
-            cursor.match(re.compile(r"\^[\w$.\-]*"), "a block label")
+            cursor.match(re.compile(r"\^[A-Za-z0-9_$.\-]*"), "a block label")
             args = self.block_args() if cursor.peek("(") else []
             cursor.expect(":", "after the block label")
         if [a.type for a in args] != list(type_.type.inputs):
@@ -508,7 +509,7 @@ class Reader:
         self.record.items.append(("func", function))
         cursor.expect("{", "")
         if skip_label:
-            cursor.match(re.compile(r"\s*(?:\^[\w$.\-]*(?:\([^)]*\))?\s*:)?"), "")
+            cursor.match(re.compile(r"\s*(?:\^[A-Za-z0-9_$.\-]*(?:\([^)]*\))?\s*:)?"), "")
         saved = (self.scope, self.computation)
         self.scope = _Scope()
         self.computation = function
@@ -606,9 +607,10 @@ class Reader:
                 pos = cursor.pos
                 name = self.value_name()
                 count = 1
-                if cursor.text.startswith(":", cursor.pos) and re.match(r":\d", cursor.text[cursor.pos:]):
+                if cursor.text.startswith(":", cursor.pos) and re.match(r":[0-9]", cursor.text[cursor.pos:]):
                     cursor.pos += 1
-                    count = int(cursor.match(re.compile(r"\d+"), "a result count").group())
+                    count = cursor.checked_int(cursor.match(re.compile(r"[0-9]+"), "a result count").group(),
+                                               cursor.pos, 1)
                 results.append((name, count, pos))
                 if not cursor.eat(","):
                     break
@@ -820,7 +822,7 @@ def _hlo_sharding(attrs: dict[str, Attr]) -> dict[str, Verbatim]:
 
 
 def _instruction_name(opcode: str) -> str:
-    return re.sub(r"[^\w.\-]", "_", opcode)
+    return re.sub(r"[^A-Za-z0-9_.\-]", "_", opcode)
 
 
 def _shape_of_results(types: list[Type], parser: Reader, pos: int) -> Shape:
