@@ -39,11 +39,13 @@ def test_mlir_renaming_reproduces_jax_names(name: str) -> None:
     assert print_module(parse_jax(text), rename=True).rstrip() == text.rstrip()
 
 
-def test_shard_map_manual_axes_left_out_break_invariant_2_unless_implicit() -> None:
+def test_shard_map_manual_axes_left_out_break_invariant_2_only_when_strict() -> None:
     text = lowered_text("shard_map_psum")
     with pytest.raises(xlapy.VerifyError, match=r'invariant 2: manual axis "y" must shard a dimension or be '
                                                  r'replicated in in_shardings\[0\]'):
-        parse_module(text)
+        parse_module(text, implicit_manual_replication=False)
+    # Read by default, as Shardy and JAX read it.
+    assert print_module(parse_module(text)).rstrip() == text.rstrip()
 
 
 def test_programs_cover_the_required_scenarios() -> None:

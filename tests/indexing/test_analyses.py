@@ -40,8 +40,8 @@ UTILIZATION = {
         """  p0 = f32[4,6] parameter(0)
   p1 = f32[] parameter(1)
   t = f32[6,4] transpose(p0), dimensions={1,0}
-  ROOT pad = f32[5,9] pad(t, p1), padding=-1_0_0x1_0_1""",
-        "f32[5,9]",
+  ROOT pad = f32[5,8] pad(t, p1), padding=-1_0_0x1_0_1""",
+        "f32[5,8]",
     ),
     "broadcast_of_a_slice": (
         """  p0 = f32[8,8] parameter(0)

@@ -822,7 +822,10 @@ def xla_result(case: Case) -> Any:
 
 
 def interpreter_result(case: Case) -> Any:
-    return evaluate(parse_module(case_text(case.id)), *GROUPS[case.group].args)
+    # XLA's HLO verifier (and xlapy's) refuses convert from complex to real, which
+    # XLA:CPU's StableHLO route runs (keeping the real part): compared unverified.
+    unverified = case.opcode == "convert" and case.dtype in COMPLEX
+    return evaluate(parse_module(case_text(case.id)), *GROUPS[case.group].args, verify=not unverified)
 
 
 def check_case(case: Case) -> None:

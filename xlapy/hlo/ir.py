@@ -46,9 +46,14 @@ class HloInstruction:
 
     # -- edges --------------------------------------------------------------
     def append_operand(self, operand: HloInstruction) -> None:
-        # A user is listed once per distinct operand; checking our own (short)
-        # operand list keeps this O(1) for values with very many users.
-        if not any(o is operand for o in self.operands):
+        # A user is listed once per distinct operand. Either list tells whether
+        # it already is: searching the shorter keeps this O(1) both for a value
+        # with very many users and for a tuple with very many operands.
+        if len(self.operands) <= len(operand.users):
+            listed = any(o is operand for o in self.operands)
+        else:
+            listed = any(u is self for u in operand.users)
+        if not listed:
             operand.users.append(self)
         self.operands.append(operand)
 

@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from xlapy.errors import UnimplementedError, VerifyError, XlapyError
+from xlapy.hlo.attributes import PaddingDimension, SliceDimension
 from xlapy.hlo.ir import HloComputation, HloInstruction
 from xlapy.hlo.opcodes import OPCODES
 from xlapy.hlo.stablehlo_forms import read_from_stablehlo, region_results, while_condition_and_body
@@ -61,6 +62,10 @@ def infer_shape(instr: HloInstruction) -> Shape:
         raise VerifyError(f"instruction {instr.name}: {e}") from None
     except XlapyError as e:  # e.g. an impossible shape built from bad attributes
         raise VerifyError(f"instruction {instr.name}: {e}") from None
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
+        # An attribute of the wrong kind that a rule reads without a check of
+        # its own (an IR built or edited by hand): still a verification error.
+        raise VerifyError(f"instruction {instr.name}: malformed {instr.opcode}: {type(e).__name__}: {e}") from None
 
 
 # -- shapes ------------------------------------------------------------------------
@@ -122,12 +127,18 @@ def _attr(instr: HloInstruction, name: str, default: Any = _MISSING) -> Any:
     return default
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
 def _int(instr: HloInstruction, name: str, default: Any = _MISSING) -> int:
     value = _attr(instr, name, default)
     if isinstance(value, str):  # attributes the parser keeps verbatim, e.g. topk's k
-        if not re.fullmatch(r"-?\d+", value.strip()):
+        if not re.fullmatch(r"-?[0-9]{1,19}", value.strip()):
             _fail(f"attribute {name} of {instr.opcode} must be an integer, got {value}")
         return int(value)
+    if not _is_int(value):
+        _fail(f"attribute {name} of {instr.opcode} must be an integer, got {value!r}")
     return int(value)
 
 
@@ -135,10 +146,21 @@ def _ints(instr: HloInstruction, name: str, default: Any = _MISSING) -> tuple[in
     value = _attr(instr, name, default)
     if isinstance(value, str):
         text = value.strip()
-        if not re.fullmatch(r"\{\s*(-?\d+\s*(,\s*-?\d+\s*)*)?\}", text):
+        if not re.fullmatch(r"\{\s*(-?[0-9]{1,19}\s*(,\s*-?[0-9]{1,19}\s*)*)?\}", text):
             _fail(f"attribute {name} of {instr.opcode} must be a list of integers, got {value}")
-        return tuple(int(v) for v in re.findall(r"-?\d+", text))
+        return tuple(int(v) for v in re.findall(r"-?[0-9]+", text))
+    if not isinstance(value, (list, tuple)) or not all(_is_int(v) for v in value):
+        _fail(f"attribute {name} of {instr.opcode} must be a list of integers, got {value!r}")
     return tuple(int(v) for v in value)
+
+
+def _records(instr: HloInstruction, name: str, kind: type, spelling: str) -> tuple[Any, ...]:
+    """Attribute ``name``: a list of ``kind`` records with integer fields (slice, padding)."""
+    value = _attr(instr, name)
+    if not isinstance(value, (list, tuple)) or not all(
+            isinstance(v, kind) and all(_is_int(f) for f in vars(v).values()) for v in value):
+        _fail(f"attribute {name} of {instr.opcode} must be {spelling}, got {value!r}")
+    return tuple(value)
 
 
 def _word(instr: HloInstruction, name: str, default: Any = _MISSING) -> str:
@@ -349,7 +371,8 @@ _UNARY_KINDS = {
 
 def _require_kind(instr: HloInstruction, shape: Shape, kinds: frozenset[TypeKind], what: str = "operands") -> None:
     if _kind(shape) not in kinds:
-        _fail(f"{instr.opcode} needs {_KIND_WORDS[kinds]} {what}, got {show(shape)}")
+        words = _KIND_WORDS.get(kinds) or " or ".join(sorted(k.name.lower() for k in kinds))
+        _fail(f"{instr.opcode} needs {words} {what}, got {show(shape)}")
 
 
 @shape_rule(*_UNARY_KINDS)
@@ -377,7 +400,8 @@ def _convert(instr: HloInstruction) -> Shape:
     _operand_count(instr, 1)
     operand = _array(instr, 0)
     target = _declared_array(instr).type
-    if operand.type.is_complex and not target.is_complex:
+    # XLA's convert refuses complex to real; StableHLO's (imported) keeps the real part.
+    if operand.type.is_complex and not target.is_complex and not read_from_stablehlo(instr):
         _fail(f"convert cannot turn complex {operand.element_type} into non-complex {target.name}; "
               "use real, imag or abs")
     return _array_shape(target.name, operand.dimensions, operand.dynamic_dimensions)
@@ -590,7 +614,7 @@ def _reverse(instr: HloInstruction) -> Shape:
 def _slice(instr: HloInstruction) -> Shape:
     _operand_count(instr, 1)
     operand = _array(instr, 0)
-    slices = _attr(instr, "slice")
+    slices = _records(instr, "slice", SliceDimension, "[start:limit:stride] per dimension")
     if len(slices) != operand.rank:
         _fail(f"slice has {len(slices)} dimensions, but the operand {show(operand)} has rank {operand.rank}")
     dims = []
@@ -680,7 +704,7 @@ def _pad(instr: HloInstruction) -> Shape:
     value = _scalar(instr, 1, "the padding value")
     if value.element_type != operand.element_type:
         _fail(f"the padding value of pad must have the operand's element type, got {show(value)} for {show(operand)}")
-    padding = _attr(instr, "padding")
+    padding = _records(instr, "padding", PaddingDimension, "low_high_interior per dimension")
     if len(padding) != operand.rank:
         _fail(f"padding of pad has {len(padding)} dimensions, but the operand {show(operand)} has rank {operand.rank}")
     dims = []
@@ -1230,13 +1254,80 @@ def _map(instr: HloInstruction) -> Shape:
     return _array_shape(root.element_type, shapes[0].dimensions, _union_dynamic(shapes))
 
 
+# custom_call_target -> the rule of a target whose meaning xlapy knows (the
+# interpreter runs them); other targets are checked as calls only.
+CUSTOM_CALL_RULES: dict[str, ShapeRule] = {}
+custom_call_rule = registrar(CUSTOM_CALL_RULES, "custom-call rules")
+
+
 @shape_rule("custom-call")
 def _custom_call(instr: HloInstruction) -> Shape:
-    # The target decides the result; only the call itself can be checked.
     target = _attr(instr, "custom_call_target")
-    if not str(target):
+    if not isinstance(target, str) or not target:
         _fail("custom-call needs a non-empty custom_call_target")
+    rule = CUSTOM_CALL_RULES.get(target)
+    if rule is None:
+        return without_layout(instr.shape)  # the target decides the result
+    return rule(instr)
+
+
+def _custom_call_results(instr: HloInstruction) -> list[Shape]:
+    # One result per operand: the declared tuple's elements, or the declared shape for one operand.
+    if len(instr.operands) == 1:
+        return [instr.shape]
+    declared = instr.shape
+    if not declared.is_tuple or len(declared.tuple_shapes) != len(instr.operands):
+        _fail(f"custom-call {instr.attr('custom_call_target')} returns one value per operand, a tuple of "
+              f"{len(instr.operands)}, but the instruction declares {show(declared)}")
+    return list(declared.tuple_shapes)
+
+
+@custom_call_rule("Sharding", "MoveToHost", "MoveToDevice", "annotate_device_placement", "LayoutConstraint",
+                  "xla_python_cpu_callback_identity", "xla.sdy.FuncResultSharding")
+def _annotation_call(instr: HloInstruction) -> Shape:
+    # Annotations (sharding, memory space, layout): each operand passes through unchanged.
+    _at_least(instr, 1)
+    _custom_call_results(instr)
+    return _one_or_tuple([o.shape for o in instr.operands])
+
+
+@custom_call_rule("SPMDFullToShardShape", "SPMDShardToFullShape", "xla.sdy.GlobalToLocalShape",
+                  "xla.sdy.LocalToGlobalShape")
+def _shard_shape_call(instr: HloInstruction) -> Shape:
+    # Between a value's global shape and its per-device shard: sizes change, element types and ranks do not.
+    _at_least(instr, 1)
+    results = _custom_call_results(instr)
+    for i, (operand, result) in enumerate(zip(instr.operands, results)):
+        if not (operand.shape.is_array and result.is_array and operand.shape.element_type == result.element_type
+                and operand.shape.rank == result.rank):
+            _fail(f"custom-call {instr.attr('custom_call_target')} keeps the element type and rank of operand {i}: "
+                  f"{show(operand.shape)} cannot become {show(result)}")
     return without_layout(instr.shape)
+
+
+@custom_call_rule("TopK")
+def _topk_call(instr: HloInstruction) -> Shape:
+    # XLA:CPU's TopK: the first k of each row (last dimension) in the order of
+    # a comparator of (value, value, index, index), with their s32 indices.
+    _operand_count(instr, 1)
+    operand = _array(instr, 0)
+    if not operand.rank:
+        _fail(f"custom-call TopK needs an operand of rank >= 1, got {show(operand)}")
+    if len(instr.called_computations) != 1:
+        _fail(f"custom-call TopK needs one comparator computation (called_computations={{...}}), "
+              f"got {len(instr.called_computations)}")
+    comparator = instr.called_computations[0]
+    _check_comparator(instr, comparator, [operand.element_type, "s32"], "comparator")
+    declared = _declared_tuple(instr, 2)
+    values = declared.tuple_shapes[0]
+    k = values.dimensions[-1] if values.is_array and values.rank else -1
+    expected = [_array_shape(operand.element_type, (*operand.dimensions[:-1], k)),
+                _array_shape("s32", (*operand.dimensions[:-1], k))]
+    if len(declared.tuple_shapes) != 2 or not 0 <= k <= operand.dimensions[-1] or not all(
+            same_shape(d, e) for d, e in zip(declared.tuple_shapes, expected)):
+        _fail(f"custom-call TopK of {show(operand)} returns (values, s32 indices) of its leading dimensions and "
+              f"k <= {operand.dimensions[-1]}, but the instruction declares {show(declared)}")
+    return _tuple(expected)
 
 
 # -- tuples, tokens, plumbing -------------------------------------------------------------------
@@ -1343,7 +1434,14 @@ def _set_dimension_size(instr: HloInstruction) -> Shape:
 
 @shape_rule("rng")
 def _rng(instr: HloInstruction) -> Shape:
-    _operand_count(instr, 2)
+    # StableHLO's rng also takes the result's dimensions as a rank-1 integer operand.
+    if read_from_stablehlo(instr) and len(instr.operands) == 3:
+        sizes = _array(instr, 2, "the shape operand")
+        if sizes.rank != 1 or not sizes.type.is_integral or sizes.dimensions[0] != _declared_array(instr).rank:
+            _fail(f"the shape operand of rng must hold one integer per result dimension, got {show(sizes)} "
+                  f"for {show(instr.shape)}")
+    else:
+        _operand_count(instr, 2)
     a, b = _scalar(instr, 0, "the first parameter"), _scalar(instr, 1, "the second parameter")
     if a.element_type != b.element_type:
         _fail(f"parameters of rng must have one element type, got {show(a)} and {show(b)}")
@@ -1363,11 +1461,25 @@ def _rng_state(instr: HloInstruction) -> Shape:
     return _array_shape("u64", [2])
 
 
+# The state sizes each algorithm takes (StableHLO's rng_bit_generator); the
+# default algorithm's state is the implementation's (any integral array).
+_RNG_STATE_SIZES: dict[str, tuple[int, ...]] = {"rng_default": (), "rng_philox": (2, 3), "rng_three_fry": (2,)}
+
+
 @shape_rule("rng-bit-generator")
 def _rng_bit_generator(instr: HloInstruction) -> Shape:
     # rng-bit-generator(state) -> (new state, random bits of the declared shape).
     _operand_count(instr, 1)
     state = _array(instr, 0, "the state")
+    algorithm = _word(instr, "algorithm", "rng_default")
+    sizes = _RNG_STATE_SIZES.get(algorithm)
+    if sizes is None:
+        _fail(f"rng-bit-generator algorithm must be one of {', '.join(sorted(_RNG_STATE_SIZES))}, got {algorithm}")
+    if sizes and (state.element_type != "u64" or state.rank != 1 or state.dimensions[0] not in sizes):
+        _fail(f"the state of rng-bit-generator with {algorithm} must be "
+              f"{' or '.join(f'u64[{n}]' for n in sizes)}, got {show(state)}")
+    if not state.type.is_integral:
+        _fail(f"the state of rng-bit-generator must be integral, got {show(state)}")
     declared = _declared_tuple(instr, 2)
     bits = declared.tuple_shapes[1]
     if not bits.is_array or not bits.type.is_integral:
@@ -1785,3 +1897,61 @@ for _name in sorted(OPCODES):
         shape_rule(_name)(_async_update)
     elif _name.endswith("-done"):
         shape_rule(_name)(_async_done)
+
+
+# -- Shardy's ops (imported from StableHLO under their MLIR names) --------------------------
+
+@shape_rule("sdy.sharding_constraint", "sdy.reshard", "sdy.data_flow_edge", "sdy.propagation_barrier")
+def _sdy_pass_through(instr: HloInstruction) -> Shape:
+    # They only annotate a value for propagation: the result is the operand.
+    _operand_count(instr, 1)
+    return without_layout(instr.operands[0].shape)
+
+
+@shape_rule("sdy.sharding_group")
+def _sdy_sharding_group(instr: HloInstruction) -> Shape:
+    # Shardy's form has no result (an empty tuple); the compiler API's form returns the operand.
+    _operand_count(instr, 1)
+    return without_layout(instr.operands[0].shape) if _bool(instr, "has_result") else _tuple([])
+
+
+@shape_rule("sdy.named_computation")
+def _sdy_named_computation(instr: HloInstruction) -> Shape:
+    # A call of its region, whose results are the op's.
+    (body,) = _callees(instr, 1, "the body")
+    _check_parameters(instr, body, [o.shape for o in instr.operands], "body")
+    return _one_or_tuple([v.shape for v in region_results(body)] or [_tuple([])])
+
+
+@shape_rule("sdy.manual_computation")
+def _sdy_manual_computation(instr: HloInstruction) -> Shape:
+    # The body sees each operand's local shard and returns each result's: the
+    # counts and element types are checked here, the sizes against the mesh
+    # and the shardings by the sharding verifier (Shardy's invariants).
+    (body,) = _callees(instr, 1, "the body")
+    params = _parameter_shapes(body)
+    if len(params) != len(instr.operands):
+        _fail(f"body {body.name} of sdy.manual_computation must take {len(instr.operands)} parameters, "
+              f"takes {len(params)}")
+    for number, (param, operand) in enumerate(zip(params, instr.operands)):
+        if not (param.is_array and operand.shape.is_array and param.element_type == operand.shape.element_type
+                and param.rank == operand.shape.rank):
+            _fail(f"parameter {number} of body {body.name} must be a shard of {show(operand.shape)}, "
+                  f"got {show(param)}")
+    declared = instr.shape
+    results = list(declared.tuple_shapes) if declared.is_tuple else [declared]
+    returned = [v.shape for v in region_results(body)]
+    if len(returned) != len(results) or not all(
+            r.is_array and d.is_array and r.element_type == d.element_type and r.rank == d.rank
+            for r, d in zip(returned, results)):
+        _fail(f"body {body.name} of sdy.manual_computation must return shards of ({', '.join(map(show, results))}), "
+              f"returns ({', '.join(map(show, returned))})")
+    _check_manual_shardings(instr)
+    return without_layout(declared)
+
+
+def _check_manual_shardings(instr: HloInstruction) -> None:
+    from xlapy.sharding.verify import verify_manual_computation  # the sharding package builds on this one
+
+    module = instr.parent.module if instr.parent is not None else None
+    verify_manual_computation(instr, module.meshes if module is not None else {}, "its shardings")

@@ -28,7 +28,7 @@ def while_condition_and_body(instr: HloInstruction) -> tuple[HloComputation, Hlo
     """The condition and body of a ``while``, found by the names its attributes
     give; without them, HLO's order (body first)."""
     called = {c.name: c for c in instr.called_computations}
-    condition, body = called.get(instr.attributes.get("condition")), called.get(instr.attributes.get("body"))
+    condition, body = called.get(str(instr.attributes.get("condition"))), called.get(str(instr.attributes.get("body")))
     if condition is None or body is None or condition is body:
         body, condition = instr.called_computations
     return condition, body

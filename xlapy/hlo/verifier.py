@@ -14,21 +14,31 @@ from __future__ import annotations
 
 from xlapy.errors import VerifyError, XlapyError
 from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
-from xlapy.hlo.opcodes import OPCODES
+from xlapy.hlo.opcodes import OPCODES, STABLEHLO_OPERAND_COUNTS
 from xlapy.hlo.shape_inference import has_shape_rule, infer_shape, same_shape, show, without_layout
+from xlapy.hlo.stablehlo_forms import read_from_stablehlo
 from xlapy.shapes import Shape, ShapeParser, check_shape
 
 
 def verify(module: HloModule) -> None:
-    """Raise ``VerifyError`` unless ``module`` is a valid HLO module."""
+    """Raise ``VerifyError`` unless ``module`` is a valid HLO module.
+
+    A module imported from StableHLO is checked with the rules of its forms
+    (``xlapy.hlo.stablehlo_forms``): regions may use the values of the
+    computations they run inside, and ops the frontend keeps under their MLIR
+    name (``chlo.*``, ops read in the generic form) have no HLO rules."""
     _check_module(module)
+    owners = _owners(module)
+    # The call graph before any edge, so that a region's use of an enclosing
+    # computation's value can be told from an edge to a foreign instruction.
+    _check_call_graph(module)
+    enclosing = _Enclosing(module, owners)
     # Operands first everywhere, so that an edge to a foreign instruction is
     # reported at the instruction that uses it, not at the one it uses.
     for computation in module.computations:
-        _check_operands(module, computation)
+        _check_operands(module, computation, enclosing)
     for computation in module.computations:
-        _check_users_and_order(computation)
-    _check_call_graph(module)
+        _check_users_and_order(computation, owners)
     for computation in module.computations:
         _check_shapes(computation)
     _check_entry_layout(module)
@@ -76,7 +86,50 @@ def _check_module(module: HloModule) -> None:
 
 # -- one computation's graph ------------------------------------------------------------------
 
-def _check_operands(module: HloModule, computation: HloComputation) -> None:
+def _owners(module: HloModule) -> dict[int, HloComputation]:
+    """id(instruction) -> the computation listing it."""
+    return {id(i): c for c in module.computations for i in c.instructions}
+
+
+class _Enclosing:
+    """Which computations run inside which: a StableHLO region may use the
+    values of every computation that (transitively) calls it."""
+
+    def __init__(self, module: HloModule, owners: dict[int, HloComputation]):
+        self._owners = owners
+        self._callers: dict[int, list[HloComputation]] = {}
+        for computation in module.computations:
+            for callee in computation.called_computations():
+                self._callers.setdefault(id(callee), []).append(computation)
+        self._ancestors: dict[int, set[int]] = {}
+
+    def encloses(self, outer: HloComputation, inner: HloComputation) -> bool:
+        ancestors = self._ancestors.get(id(inner))
+        if ancestors is None:
+            ancestors = set()
+            pending = list(self._callers.get(id(inner), ()))
+            while pending:
+                caller = pending.pop()
+                if id(caller) not in ancestors:
+                    ancestors.add(id(caller))
+                    pending.extend(self._callers.get(id(caller), ()))
+            self._ancestors[id(inner)] = ancestors
+        return id(outer) in ancestors
+
+    def captures(self, value: HloInstruction, region: HloComputation) -> bool:
+        """Whether ``region`` may use ``value``: a value listed in a computation
+        that ``region`` runs inside."""
+        owner = self._owners.get(id(value))
+        return owner is not None and owner is value.parent and self.encloses(owner, region)
+
+
+def _is_kept_mlir_op(instr: HloInstruction) -> bool:
+    # An op the StableHLO frontend keeps under its MLIR name (`chlo.erf_inv`,
+    # an op read in the generic form): no HLO opcode, so no HLO rules.
+    return read_from_stablehlo(instr) and "." in instr.opcode
+
+
+def _check_operands(module: HloModule, computation: HloComputation, enclosing: _Enclosing) -> None:
     members = {id(i) for i in computation.instructions}
     if computation.root is None:
         raise _error(computation, "has no ROOT instruction")
@@ -88,13 +141,18 @@ def _check_operands(module: HloModule, computation: HloComputation) -> None:
             owner = "no computation" if instr.parent is None else f"computation {instr.parent.name}"
             raise _error(computation, f"is listed in this computation, but its parent is {owner}", instr)
         spec = OPCODES.get(instr.opcode)
-        if spec is None:
+        if spec is None and not _is_kept_mlir_op(instr):
             raise _error(computation, f"unknown opcode {instr.opcode}", instr)
-        if spec.arity is not None and len(instr.operands) != spec.arity:
-            raise _error(computation, f"{instr.opcode} takes {spec.arity} operand{'s' * (spec.arity != 1)}, "
+        arity = None if spec is None else spec.arity
+        if read_from_stablehlo(instr) and instr.opcode in STABLEHLO_OPERAND_COUNTS:
+            arity = None  # the shape rule checks the StableHLO form's operands
+        if arity is not None and len(instr.operands) != arity:
+            raise _error(computation, f"{instr.opcode} takes {arity} operand{'s' * (arity != 1)}, "
                                       f"got {len(instr.operands)}", instr)
         for index, operand in enumerate(instr.operands):
             if id(operand) not in members:
+                if read_from_stablehlo(instr) and enclosing.captures(operand, computation):
+                    continue
                 where = "no computation" if operand.parent is None else f"computation {operand.parent.name}"
                 raise _error(computation, f"operand {index} ({operand.name}) is not in this computation but in "
                                           f"{where}", instr)
@@ -113,31 +171,50 @@ def _check_operands(module: HloModule, computation: HloComputation) -> None:
     _check_parameter_numbers(computation)
 
 
-def _check_users_and_order(computation: HloComputation) -> None:
+def _check_users_and_order(computation: HloComputation, owners: dict[int, HloComputation]) -> None:
     """Operand and user lists mirror each other (as do control edges), and
-    the graph has no cycle."""
+    the graph has no cycle. Linear in the number of edges: a value may have
+    many thousands of users."""
     members = {id(i) for i in computation.instructions}
+    # Sets of users (and of operands), built once per instruction rather than
+    # searched once per edge: a value may have 40,000 users, a tuple as many operands.
+    user_sets: dict[int, set[int]] = {}
+    operand_sets: dict[int, set[int]] = {}
+    successor_sets: dict[int, set[int]] = {}
+    predecessor_sets: dict[int, set[int]] = {}
     for instr in computation.instructions:
+        # A user is listed once however many times it uses the value.
+        if len(_ids(user_sets, instr, instr.users)) != len(instr.users):
+            twice = next(u for i, u in enumerate(instr.users) if any(v is u for v in instr.users[:i]))
+            raise _error(computation, f"lists {twice.name} as a user twice", instr)
         for operand in instr.operands:
-            if not any(user is instr for user in operand.users):
+            if id(instr) not in _ids(user_sets, operand, operand.users):
                 raise _error(computation, f"uses {operand.name}, but is missing from its users", instr)
         for user in instr.users:
-            if id(user) not in members:
+            if id(user) not in members and (owners.get(id(user)) is not user.parent or user.parent is None):
                 raise _error(computation, f"its user {user.name} is not in this computation", instr)
-            if not any(operand is instr for operand in user.operands):
+            if id(instr) not in _ids(operand_sets, user, user.operands):
                 raise _error(computation, f"lists {user.name} as a user, but is not one of its operands", instr)
         for predecessor in instr.control_predecessors:
-            if not any(s is instr for s in predecessor.control_successors):
+            if id(instr) not in _ids(successor_sets, predecessor, predecessor.control_successors):
                 raise _error(computation, f"its control predecessor {predecessor.name} does not list it as a "
                                           "successor", instr)
         for successor in instr.control_successors:
             if id(successor) not in members:
                 raise _error(computation, f"its control successor {successor.name} is not in this computation",
                              instr)
-            if not any(p is instr for p in successor.control_predecessors):
+            if id(instr) not in _ids(predecessor_sets, successor, successor.control_predecessors):
                 raise _error(computation, f"its control successor {successor.name} does not list it as a "
                                           "predecessor", instr)
     computation.post_order()  # raises VerifyError naming the computation on a cycle
+
+
+def _ids(cache: dict[int, set[int]], owner: HloInstruction, members: list[HloInstruction]) -> set[int]:
+    """The ids of ``members`` (a list of ``owner``'s), computed once per owner."""
+    found = cache.get(id(owner))
+    if found is None:
+        found = cache[id(owner)] = {id(m) for m in members}
+    return found
 
 
 def _check_parameter_numbers(computation: HloComputation) -> None:

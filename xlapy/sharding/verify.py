@@ -8,10 +8,11 @@ numbered as in the Shardy compiler API documentation:
 
 1. all in/out shardings and ``manual_axes`` refer to the same mesh, ``manual_axes``
    sorted w.r.t. that mesh;
-2. every manual axis is used explicitly (as a full axis) in every in/out sharding;
-   with ``implicit_manual_replication`` a manual axis a sharding does not mention is
-   replicated, as Shardy and JAX's ``shard_map`` treat it (JAX prints all of a
-   shard_map's manual axes, even those its in/out specs leave out);
+2. every manual axis is used explicitly (as a full axis) in every in/out sharding.
+   By default (``implicit_manual_replication=True``) a manual axis a sharding does
+   not mention is replicated, as Shardy and JAX's ``shard_map`` treat it (JAX prints
+   all of a shard_map's manual axes, even those its in/out specs leave out);
+   ``implicit_manual_replication=False`` enforces the invariant as written;
 3. in every dimension sharding, free axes are minor to every manual axis;
 4. the body is local: its parameters and returned values have the global types
    divided along the manual axes. Nested manual computations use disjoint manual axes.
@@ -244,15 +245,25 @@ def _local_shape(global_shape: Shape, sharding: TensorSharding, manual: set[str]
 
 
 def verify_manual_computation(instr: HloInstruction, meshes: Mapping[str, Mesh], where: str | None = None,
-                              bound_manual_axes: Iterable[str] = (), implicit_manual_replication: bool = False) -> None:
+                              bound_manual_axes: Iterable[str] = (), implicit_manual_replication: bool = True) -> None:
     """Check an ``sdy.manual_computation`` against the invariants of the module docstring
     (and Shardy's other checks of the op). ``bound_manual_axes``: manual axes of the
-    enclosing manual computations; ``implicit_manual_replication``: relax invariant 2."""
+    enclosing manual computations; ``implicit_manual_replication``: relax invariant 2
+    (the default; False checks it strictly)."""
     where = where or describe(instr)
-    manual_axes = tuple(instr.attributes.get("manual_axes", ()))
-    in_shardings = tuple(instr.attributes.get("in_shardings", ()))
+    manual_axes = instr.attributes.get("manual_axes", ())
+    in_shardings = instr.attributes.get("in_shardings", ())
+    # Attributes of the wrong kind (an IR built or edited by hand) are errors too.
+    if not isinstance(manual_axes, (tuple, list)) or not all(isinstance(a, str) for a in manual_axes):
+        raise _fail(where, f"manual_axes must be a list of axis names, got {manual_axes!r}")
+    if not isinstance(in_shardings, (tuple, list)) or not all(isinstance(s, TensorSharding) for s in in_shardings):
+        raise _fail(where, f"in_shardings must be a list of shardings, got {in_shardings!r}")
+    manual_axes, in_shardings = tuple(manual_axes), tuple(in_shardings)
     results = op_results(instr)
     out_shardings = tuple(result.sdy_sharding for result in results)
+    for index, sharding in enumerate(out_shardings):
+        if sharding is not None and not isinstance(sharding, TensorSharding):
+            raise _fail(where, f"out sharding {index} must be a sharding, got {sharding!r}")
     bound = set(bound_manual_axes)
 
     for axis in manual_axes:
@@ -316,9 +327,9 @@ def verify_manual_computation(instr: HloInstruction, meshes: Mapping[str, Mesh],
         for axis in manual_axes:
             if axis not in used and not implicit_manual_replication:
                 raise _fail(where, f"invariant 2: manual axis {quote(axis)} must shard a dimension or be replicated "
-                                   f"in {label} (Shardy and JAX's shard_map take an unmentioned manual axis as "
-                                   "replicated: allow it with implicit_manual_replication / "
-                                   "--implicit-manual-replication)")
+                                   f"in {label} (the strict check of --strict-manual-axes; Shardy and JAX's "
+                                   "shard_map take an unmentioned manual axis as replicated, as xlapy does by "
+                                   "default)")
         # Invariant 3: in each dimension sharding, manual axes come first.
         for dim, dim_sharding in enumerate(sharding.dim_shardings):
             free: AxisRef | None = None
@@ -363,9 +374,9 @@ def _region_computations(module) -> set[int]:
     return regions
 
 
-def verify_module(module, implicit_manual_replication: bool = False) -> None:
+def verify_module(module, implicit_manual_replication: bool = True) -> None:
     """Check every mesh and every sharding of a module imported from StableHLO.
-    ``implicit_manual_replication`` relaxes invariant 2 (see the module docstring)."""
+    ``implicit_manual_replication`` relaxes invariant 2 (the default; see the module docstring)."""
     meshes: Mapping[str, Mesh] = module.meshes
     for name, mesh in meshes.items():
         verify_mesh(mesh, f"sdy.mesh @{name}")
