@@ -11,6 +11,7 @@ from xlapy.interpreter import (  # noqa: F401 - importing registers the rules
     gather_scatter,
     random,
     reduce,
+    sharding_ops,
     sorting,
     windows,
 )

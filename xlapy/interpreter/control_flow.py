@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from xlapy.errors import XlapyError
 from xlapy.hlo.stablehlo_forms import while_condition_and_body
 from xlapy.interpreter.registry import rule
+from xlapy.interpreter.sharding_ops import hlo_manual_call, run_hlo_manual_call
 
 
 def _as_returned(value, shape):
@@ -21,19 +23,30 @@ def _holds(value) -> bool:
     return bool(np.asarray(value[0] if isinstance(value, tuple) else value))
 
 
+def _count_iteration(instr, ev, done: int) -> None:
+    limit = ev.max_while_iterations
+    if limit is not None and done >= limit:
+        raise XlapyError(f"while {instr.name} did not finish within max_while_iterations={limit} iterations")
+
+
 @rule("while")
 def _while(instr, operands, ev):
     condition, body = while_condition_and_body(instr)
+    done = 0
     if len(operands) == 1:
         # HLO's while: one (usually tuple) state, the regions' one parameter.
         state = operands[0]
         while _holds(ev.call(condition, state)):
+            _count_iteration(instr, ev, done)
             state = _as_returned(ev.call(body, state), instr.shape)
+            done += 1
         return state
     # StableHLO's while: one operand and one region parameter per loop value.
     state = tuple(operands)
     while _holds(ev.call(condition, *state)):
+        _count_iteration(instr, ev, done)
         state = tuple(ev.call(body, *state))
+        done += 1
     return state
 
 
@@ -55,6 +68,8 @@ def _conditional(instr, operands, ev):
 
 @rule("call", "fusion")
 def _call(instr, operands, ev):
+    if instr.opcode == "call" and hlo_manual_call(instr) is not None:
+        return run_hlo_manual_call(instr, operands, ev)
     return ev.call(instr.called_computations[0], *operands)
 
 

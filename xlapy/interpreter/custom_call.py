@@ -8,19 +8,38 @@ import numpy as np
 
 from xlapy.errors import UnimplementedError
 from xlapy.interpreter.registry import rule
+from xlapy.interpreter.sharding_ops import is_global_side
 
 
 def _pass_through(instr, operands, ev):
     return operands[0] if len(operands) == 1 else tuple(operands)
 
 
+def _same_shape_pass_through(instr, operands, ev):
+    # Between the global and the per-device (manual) shape: the identity only
+    # when both are the same (a mesh of one device, or nothing split).
+    if is_global_side(instr):
+        return _pass_through(instr, operands, ev)
+    results = instr.shape.tuple_shapes if instr.shape.is_tuple else [instr.shape]
+    if len(results) != len(operands) or any(tuple(np.shape(v)) != tuple(s.dimensions)
+                                            for v, s in zip(operands, results)):
+        before = ", ".join(str(o.shape) for o in instr.operands)
+        raise UnimplementedError(
+            f"custom-call {instr.attr('custom_call_target')!r} ({instr.name}) turns {before} into {instr.shape}: "
+            "the interpreter evaluates the global program on one device and runs per-device shapes only inside a "
+            "manual computation (sdy.manual_computation, or a call between xla.sdy.GlobalToLocalShape and "
+            "xla.sdy.LocalToGlobalShape)")
+    return _pass_through(instr, operands, ev)
+
+
 # Targets that only annotate a value (for sharding, placement or memory
 # space) and pass it through unchanged.
-CUSTOM_CALL_TARGETS: dict[str, Callable] = dict.fromkeys(
-    ["Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "MoveToHost", "MoveToDevice",
-     "annotate_device_placement", "LayoutConstraint", "xla_python_cpu_callback_identity"],
-    _pass_through,
-)
+CUSTOM_CALL_TARGETS: dict[str, Callable] = {
+    **dict.fromkeys(["Sharding", "MoveToHost", "MoveToDevice", "annotate_device_placement", "LayoutConstraint",
+                     "xla_python_cpu_callback_identity", "xla.sdy.FuncResultSharding"], _pass_through),
+    **dict.fromkeys(["SPMDFullToShardShape", "SPMDShardToFullShape", "xla.sdy.GlobalToLocalShape",
+                     "xla.sdy.LocalToGlobalShape"], _same_shape_pass_through),
+}
 
 
 @rule("custom-call")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from xlapy.errors import UnimplementedError
 from xlapy.interpreter.numerics import dtype_of
 from xlapy.interpreter.registry import rule
 
@@ -123,7 +124,13 @@ def _threefry(state: np.ndarray, dims: tuple[int, ...], wide: bool) -> tuple[np.
 
 @rule("rng-bit-generator")
 def _rng_bit_generator(instr, operands, ev) -> tuple:
-    state = np.asarray(operands[0]).astype(_U64)
+    state = np.asarray(operands[0])
+    sizes = (2,) if instr.attr("algorithm", "rng_default") == "rng_three_fry" else (2, 3)
+    # XLA's generators read their key and counter from a u64[2] (Philox: or u64[3]) state;
+    # any other state has no defined bits.
+    if state.dtype != _U64 or state.ndim != 1 or state.size not in sizes:
+        raise UnimplementedError(f"rng-bit-generator {instr.name}: the interpreter runs states of u64[2]"
+                                 f"{' or u64[3]' if 3 in sizes else ''}, not {instr.operands[0].shape}")
     data_shape = instr.shape.tuple_shapes[1]
     dims = tuple(data_shape.dimensions)
     dtype = dtype_of(data_shape.element_type)

@@ -32,7 +32,8 @@ def _reduce(instr, operands, ev):
     axes = tuple(instr.attr("dimensions", ()))
     computation = instr.called_computations[0]
     ufunc = simple_reducer(computation)
-    if count == 1 and ufunc is not None and inputs[0].dtype.kind in "biufc":
+    # An empty input goes the sequential way: numpy cannot reduce it by ops without an identity.
+    if count == 1 and ufunc is not None and inputs[0].dtype.kind in "biufc" and inputs[0].size:
         values = inputs[0]
         if values.dtype == np.float16:
             values = values.astype(np.float32)
@@ -45,7 +46,8 @@ def reduce_sequentially(ev, computation: HloComputation, inputs, inits, axes, si
     inits, vectorised over all output positions."""
     kept = [d for d in range(inputs[0].ndim) if d not in axes]
     out_shape = [inputs[0].shape[d] for d in kept]
-    flat = [np.transpose(x, kept + list(axes)).reshape([*out_shape, -1]) for x in inputs]
+    reduced = int(np.prod([inputs[0].shape[d] for d in axes], dtype=np.int64))
+    flat = [np.transpose(x, kept + list(axes)).reshape([*out_shape, reduced]) for x in inputs]
     accumulators = [np.broadcast_to(init, out_shape) for init in inits]
     for k in range(flat[0].shape[-1]):
         result = ev.call(computation, *accumulators, *[x[..., k] for x in flat])

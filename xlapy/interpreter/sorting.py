@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from xlapy.errors import XlapyError
 from xlapy.hlo import HloComputation, HloInstruction
 from xlapy.interpreter.custom_call import CUSTOM_CALL_TARGETS
 from xlapy.interpreter.elementwise import total_order_key
@@ -251,10 +252,32 @@ def _topk_custom_call(instr: HloInstruction, operands: list[Any], ev: Evaluator)
     sorted by the comparator, whose parameters are (value, index) pairs;
     ties keep the lower index first."""
     values = np.asarray(operands[0])
+    _check_topk_custom_call(instr, values)
     k = instr.shape.tuple_shapes[0].dimensions[-1]
     positions = np.broadcast_to(np.arange(values.shape[-1], dtype=np.int32), values.shape)
     ordered, indices = sort_along([values, positions], values.ndim - 1, instr.called_computations[0], ev)
     return ordered[..., :k], indices[..., :k]
+
+
+def _check_topk_custom_call(instr: HloInstruction, values: np.ndarray) -> None:
+    # What the rule relies on; the verifier checks it too, but a module evaluated
+    # without verification must still get an error, not a Python exception.
+    shapes = instr.shape.tuple_shapes
+    problem = None
+    if len(instr.operands) != 1 or len(instr.called_computations) != 1:
+        problem = "takes one operand and a comparator (called_computations)"
+    elif len(instr.called_computations[0].parameters) != 4:
+        problem = "needs a comparator of four parameters (two values, two indices)"
+    elif values.ndim == 0 or len(shapes) != 2:
+        problem = "needs an operand of rank at least 1 and a (values, indices) result"
+    else:
+        k = shapes[0].dimensions[-1] if shapes[0].dimensions else -1
+        expected = (*values.shape[:-1], k)
+        if (tuple(shapes[0].dimensions) != expected or tuple(shapes[1].dimensions) != expected
+                or not 0 <= k <= values.shape[-1]):
+            problem = f"results {instr.shape} do not fit operand {instr.operands[0].shape}"
+    if problem is not None:
+        raise XlapyError(f"TopK custom-call {instr.name} {problem}")
 
 
 CUSTOM_CALL_TARGETS["TopK"] = _topk_custom_call
