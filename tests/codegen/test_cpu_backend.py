@@ -681,3 +681,19 @@ func.func @main(%a: tensor<64xf32> {xla.slice_index = 0 : i64}, %b: tensor<64xf3
     expected = a * b
     kernel([a, b], 0, 1)
     assert same_bits(a, expected)
+
+
+def test_helper_returning_several_values() -> None:
+    """A function with two results returns one LLVM struct (what a multi-output fusion's root function is)."""
+    text = elementwise(16, ["f32"], ["f32", "f32"], """
+        %y0, %y1 = func.call @both(%x0) : (f32) -> (f32, f32)
+    """) + """
+func.func private @both(%x: f32) -> (f32, f32) {
+  %n = arith.negf %x : f32
+  %s = arith.mulf %x, %x : f32
+  return %n, %s : f32, f32
+}"""
+    x = np.linspace(-3, 3, 16, dtype=np.float32)
+    negated, squared = run(compile_text(text), [x], ["f32", "f32"], 16)
+    np.testing.assert_array_equal(negated, -x)
+    np.testing.assert_array_equal(squared, x * x)

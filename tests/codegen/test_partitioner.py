@@ -94,3 +94,13 @@ def test_diamonds_of_slices(levels, expected):
         previous = f"add{level}"
     computation = _fused("\n".join(lines), f"  param = f32[{2 + levels}] parameter(0)", f"f32[{size}]")
     assert [names for _, names in _groups(computation)] == expected
+
+
+def test_dead_instructions_get_no_function_and_do_not_split_their_operands():
+    computation = _fused("""  p0 = f32[6] parameter(0)
+  p1 = f32[6] parameter(1)
+  e = f32[6] exponential(p0)
+  dead = f32[6] reverse(e), dimensions={0}
+  also_dead = f32[6] cosine(dead)
+  ROOT add = f32[6] add(e, p1)""", TWO_PARAMS, "f32[6]")
+    assert _groups(computation) == [("f", ["e", "add"])]

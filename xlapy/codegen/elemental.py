@@ -133,7 +133,7 @@ class FunctionEmitter:
         elif self.partitioned.subgraph_of.get(instr, self.subgraph) is not self.subgraph:
             value = self._call(instr, indices)
         else:
-            value = _rule(instr)(self, instr, indices)
+            value = rule_of(instr)(self, instr, indices)
         self._values[key] = value
         return value
 
@@ -168,7 +168,8 @@ class FunctionEmitter:
         return self.insert(scf.IfOp(condition, [result_type], regions[0], regions[1])).results[0]
 
 
-def _rule(instr: HloInstruction) -> Rule:
+def rule_of(instr: HloInstruction) -> Rule:
+    """The elemental rule of ``instr``; ``UnimplementedError`` when the code generator has none."""
     complex_type = next((t for t in (*(o.shape.element_type for o in instr.operands), instr.shape.element_type)
                          if is_complex(t)), None)
     if complex_type is not None and instr.opcode not in ANY_ELEMENT_TYPE:

@@ -117,11 +117,15 @@ def _partition(computation: HloComputation, forced: set[HloInstruction]) -> Part
     # The map from the indices of an instruction's subgraph root to its own.
     from_root: dict[HloInstruction, IndexingMap] = {r: IndexingMap.identity(list(root_dims)) for r in roots}
     subgraphs = [first]
-    order = [i for i in computation.post_order() if i.opcode != "tuple" or i is not computation.root]
+    # Instructions the root does not depend on compute nothing: they get no subgraph, and as users they do not
+    # keep a value out of its user's subgraph.
+    live = _live(computation)
+    order = [i for i in computation.post_order()
+             if id(i) in live and (i.opcode != "tuple" or i is not computation.root)]
     for instr in reversed(order):
         if instr in subgraph_of or instr.opcode == "parameter":
             continue
-        users = [u for u in dict.fromkeys(instr.users) if u.opcode != "parameter"]
+        users = [u for u in dict.fromkeys(instr.users) if u.opcode != "parameter" and id(u) in live]
         joined = None if instr in forced else _common_subgraph(instr, users, subgraph_of, from_root)
         if joined is None:
             sub = Subgraph(_function_name(computation, instr, False), [instr])
@@ -134,6 +138,18 @@ def _partition(computation: HloComputation, forced: set[HloInstruction]) -> Part
         if instr in subgraph_of:
             subgraph_of[instr].instructions.append(instr)
     return PartitionedComputation(computation, subgraphs, subgraph_of)
+
+
+def _live(computation: HloComputation) -> set[int]:
+    """The ids of the instructions the root depends on."""
+    live = {id(computation.root)}
+    stack = [computation.root]
+    while stack:
+        for operand in stack.pop().operands:
+            if id(operand) not in live:
+                live.add(id(operand))
+                stack.append(operand)
+    return live
 
 
 def _common_subgraph(instr, users, subgraph_of, from_root) -> tuple[Subgraph, IndexingMap] | None:

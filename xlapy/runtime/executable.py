@@ -15,12 +15,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from xlapy.codegen.launch import Device
-from xlapy.errors import UnimplementedError, XlapyError
+from xlapy.codegen.fusion_checks import check_fusion, fusion_outputs, unsupported_fused_ops
+from xlapy.codegen.launch import Device, LaunchDimensions
+from xlapy.errors import UnimplementedError, VerifyError, XlapyError
+from xlapy.hlo.arguments import check_argument, check_arguments
 from xlapy.hlo.ir import HloInstruction, HloModule
+from xlapy.hlo.shape_inference import infer_shape, same_shape
+from xlapy.memory import check_bytes
 from xlapy.runtime.kernel_cache import cached_kernel, fingerprint
 from xlapy.runtime.thread_pool import run_blocks
-from xlapy.shapes import ELEMENT_TYPES, Shape, from_physical, physical_element_count, to_physical
+from xlapy.shapes import (
+    ELEMENT_TYPES,
+    Shape,
+    from_physical,
+    physical_element_count,
+    to_physical,
+)
 
 
 @dataclass
@@ -41,11 +51,9 @@ def _dtype(shape: Shape) -> np.dtype:
     return np.dtype(ELEMENT_TYPES[shape.element_type].dtype)
 
 
-def _to_buffer(value: np.ndarray, shape: Shape) -> _Buffer:
-    array = np.asarray(value)
-    if array.shape != tuple(shape.dimensions):
-        raise XlapyError(f"argument of shape {array.shape} for a parameter of shape {shape}")
-    array = array.astype(_dtype(shape), copy=False)
+def _to_buffer(value: np.ndarray, shape: Shape, name: str = "a constant") -> _Buffer:
+    # The rules of every runner's arguments: nothing changes beyond rounding.
+    array = check_argument(value, shape, name)
     if _is_default_layout(shape):
         return _Buffer(np.ascontiguousarray(array).reshape(-1), shape)
     return _Buffer(np.ascontiguousarray(to_physical(array, shape)), shape)
@@ -81,12 +89,11 @@ class Executable:
 
     def __call__(self, *args) -> np.ndarray | tuple:
         entry = self.module.entry
-        params = entry.parameters
-        if len(args) != len(params):
-            raise XlapyError(f"{self.module.name} takes {len(params)} arguments, got {len(args)}")
+        # Every argument is checked before anything runs (see xlapy.hlo.arguments).
+        checked = tuple(check_arguments(args, entry.parameters, self.module.name))
         values: dict[HloInstruction, object] = {}
         for instr in entry.post_order():
-            values[instr] = self._run(instr, values, args)
+            values[instr] = self._run(instr, values, checked)
         return _logical(values[entry.root])
 
     def _run(self, instr: HloInstruction, values: dict, args: tuple):
@@ -95,16 +102,32 @@ class Executable:
         return _ENTRY_OPS[instr.opcode](instr, [values[op] for op in instr.operands], args)
 
     def _run_fusion(self, step: _FusionStep, operands: list[_Buffer]):
-        shapes = list(step.instr.shape.tuple_shapes) or [step.instr.shape]
-        outputs = [_Buffer(np.empty(physical_element_count(s), _dtype(s)), s) for s in shapes]
+        shapes = fusion_outputs(step.instr)
+        outputs = [_Buffer(_allocate(s, f"output of {step.instr.name}"), s) for s in shapes]
         buffers = [b.data for b in operands] + step.constants + [b.data for b in outputs]
+        # The kernel reads and writes exactly the bytes it was compiled for (checked by the kernel too).
+        for index, (buffer, size) in enumerate(zip(buffers, step.kernel.signature.buffer_sizes)):
+            if buffer.nbytes != size:
+                raise VerifyError(f"fusion {step.instr.name}: buffer {index} has {buffer.nbytes} bytes, its kernel "
+                                  f"was compiled for {size}")
         run_blocks(lambda begin, end: step.kernel(buffers, begin, end), step.blocks, step.elements)
         return tuple(outputs) if step.instr.shape.tuple_shapes else outputs[0]
 
 
+def _allocate(shape: Shape, what: str) -> np.ndarray:
+    """An uninitialised physical buffer of ``shape``; a clear error when it cannot exist."""
+    nbytes = physical_element_count(shape) * _dtype(shape).itemsize
+    check_bytes(nbytes, f"the {what} ({shape})")
+    try:
+        return np.empty(physical_element_count(shape), _dtype(shape))
+    except (MemoryError, ValueError) as error:
+        raise XlapyError(f"cannot allocate the {what} ({shape}, {nbytes} bytes): {error or 'out of memory'}") \
+            from None
+
+
 # The entry ops other than fusions, each ``(instr, operand values, arguments) -> value``.
 _ENTRY_OPS = {
-    "parameter": lambda instr, operands, args: _to_buffer(args[instr.parameter_number], instr.shape),
+    "parameter": lambda instr, operands, args: _to_buffer(args[instr.parameter_number], instr.shape, instr.name),
     "constant": lambda instr, operands, args: _to_buffer(np.asarray(instr.literal), instr.shape),
     "tuple": lambda instr, operands, args: tuple(operands),
     "get-tuple-element": lambda instr, operands, args: operands[0][instr.attr("index")],
@@ -119,43 +142,112 @@ def _logical(value) -> np.ndarray | tuple:
     return _from_buffer(value)
 
 
+# The compile options that change the generated code, as the kernel cache's key records them.
+_OPTIONS = "backend=cpu native_bf16=False"
+
+
 def compile(module: HloModule, backend: str = "cpu", *, dump_to: str | None = None,
-            dump_pass_re: str | None = None) -> Executable:
+            dump_pass_re: str | None = None, verify: bool = True) -> Executable:
     """Compiles every fusion of ``module``'s entry computation to native code.
 
-    Only loop fusions, parameters, constants, tuples, get-tuple-element and
-    bitcasts may appear in the entry computation; anything else is an
-    ``UnimplementedError`` naming the op (there is no silent fallback)."""
+    The module is verified first (``verify=False`` skips that; the checks that
+    keep the generated code inside its buffers run regardless). Only loop
+    fusions, parameters, constants, tuples, get-tuple-element and bitcasts may
+    appear in the entry computation; an ``UnimplementedError`` names every op
+    that stops the module from running (there is no silent fallback)."""
     if backend != "cpu":
         raise XlapyError(f"unknown backend {backend!r}; xlapy compiles for 'cpu'")
+    if verify:
+        from xlapy.hlo.verifier import verify as verify_module
+
+        verify_module(module)
     from xlapy.codegen.backends.cpu import CpuKernel
     from xlapy.codegen.pipeline import Dumper, lower_fusion
 
+    if module.entry is None:
+        raise VerifyError(f"module {module.name} has no entry computation")
+    blockers = cpu_blockers(module)
+    if blockers:
+        raise UnimplementedError(f"the CPU backend cannot run {module.name}: {', '.join(blockers)}; run it with "
+                                 "the interpreter (--backend interpreter)")
+    _check_entry_ops(module)
+    fusions = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    for fusion in fusions:
+        check_fusion(fusion)
     dumper = Dumper.create(dump_to, dump_pass_re)
     device = Device.host()
     steps: dict[HloInstruction, _FusionStep] = {}
-    for instr in module.entry.instructions:
-        if instr.opcode in _ENTRY_OPS:
-            continue
-        if instr.opcode != "fusion":
-            raise UnimplementedError(f"{instr.opcode} ({instr.name}) in the entry computation: the CPU backend "
-                                     f"runs loop fusions, parameters, constants, tuples and bitcasts")
-        for shape in list(instr.shape.tuple_shapes) or [instr.shape]:
-            if shape.tuple_shapes:
-                raise UnimplementedError(f"fusion {instr.name} returns a nested tuple")
+    for instr in fusions:
+        sizes = _buffer_sizes(instr)
+        elements = max(math.prod(s.dimensions) for s in fusion_outputs(instr))
 
         def build(fusion=instr) -> tuple[bytes, object]:
             lowered = lower_fusion(fusion, device, dumper)
             return CpuKernel.compile(lowered.module).object_code, lowered.launch
 
+        def check(kernel, launch: LaunchDimensions, fusion=instr, sizes=sizes, elements=elements) -> None:
+            _check_kernel(fusion, kernel, launch, sizes, elements)
+
         if dumper is not None:  # dumps are only written by a real compilation
             code, launch = build()
-            kernel, from_launch = CpuKernel.from_object(code), launch
+            kernel = CpuKernel.from_object(code)
+            check(kernel, launch)
         else:
-            cached = cached_kernel(fingerprint(instr, device), build, CpuKernel.from_object)
-            kernel, from_launch = cached.kernel, cached.launch
-        elements = max(math.prod(s.dimensions) for s in (list(instr.shape.tuple_shapes) or [instr.shape]))
+            cached = cached_kernel(fingerprint(instr, device, _OPTIONS), build, CpuKernel.from_object, check)
+            kernel, launch = cached.kernel, cached.launch
         constants = [_to_buffer(np.asarray(c.literal), c.shape).data for c in instr.fused_computation.instructions
                      if c.opcode == "constant" and c.shape.dimensions]
-        steps[instr] = _FusionStep(instr, kernel, from_launch.blocks, elements, constants)
+        steps[instr] = _FusionStep(instr, kernel, launch.blocks, elements, constants)
     return Executable(module, steps)
+
+
+def cpu_blockers(module: HloModule) -> list[str]:
+    """Every op of ``module`` that the CPU backend cannot run, as ``"opcode (name)"`` (empty when it can
+    run the module)."""
+    found = []
+    for instr in module.entry.instructions:
+        if instr.opcode == "parameter" and instr.shape.is_tuple:
+            found.append(f"parameter ({instr.name}) of tuple type {instr.shape}")
+        elif instr.opcode == "fusion":
+            found.extend(unsupported_fused_ops(instr))
+        elif instr.opcode not in _ENTRY_OPS:
+            found.append(f"{instr.opcode} ({instr.name})")
+    return found
+
+
+def _check_entry_ops(module: HloModule) -> None:
+    """The shapes of the entry's plain ops follow from their operands (buffers are passed on by these shapes),
+    checked even when the module is not verified."""
+    for instr in module.entry.instructions:
+        if instr.opcode in ("parameter", "fusion"):
+            continue  # parameters are checked against the arguments, fusions by ``check_fusion``
+        try:
+            expected = infer_shape(instr)
+        except XlapyError as error:
+            raise VerifyError(f"computation {module.entry.name}: {error}") from None
+        if not same_shape(expected, instr.shape):
+            raise VerifyError(f"computation {module.entry.name}, instruction {instr.name}: declared {instr.shape}, "
+                              f"its {instr.opcode} gives {expected}")
+
+
+def _buffer_sizes(fusion: HloInstruction) -> tuple[int, ...]:
+    """The byte size of each buffer of the fusion's kernel: operands, array constants, outputs."""
+    constants = [c.shape for c in fusion.fused_computation.instructions if c.opcode == "constant" and
+                 c.shape.dimensions]
+    shapes = [op.shape for op in fusion.operands] + constants + fusion_outputs(fusion)
+    # As the kernel and ``_allocate`` size them: whole bytes per element, layout padding included.
+    return tuple(physical_element_count(s) * _dtype(s).itemsize for s in shapes)
+
+
+def _check_kernel(fusion: HloInstruction, kernel, launch: LaunchDimensions, sizes: tuple[int, ...],
+                  elements: int) -> None:
+    """Raises ``VerifyError`` unless ``kernel`` (compiled or from the cache) is made for ``fusion``: its buffers
+    are the fusion's and its launch covers every output element."""
+    signature = kernel.signature
+    if tuple(signature.buffer_sizes) != sizes:
+        raise VerifyError(f"the kernel of fusion {fusion.name} takes buffers of {list(signature.buffer_sizes)} bytes, "
+                          f"the fusion has {list(sizes)}")
+    if (signature.blocks, signature.threads) != (launch.blocks, launch.threads_per_block) or \
+            launch.blocks * launch.elements_per_block < elements:
+        raise VerifyError(f"the kernel of fusion {fusion.name} is launched as {launch}, which does not cover its "
+                          f"{elements} elements in {signature.blocks} blocks of {signature.threads} threads")

@@ -2,11 +2,17 @@
 
 The key is a fingerprint of everything the machine code depends on: the
 fused computation's text, the fusion's operand and result shapes (with
-layouts), the device, the host CPU and its features, the versions of xlapy
-and LLVM, and the code generator's source. On disk (``$XLAPY_CACHE_DIR``, default ``~/.cache/xlapy``) an
-entry is a header (a JSON line with the launch dimensions and the SHA-256 of
-the object code) followed by the object code; an entry that does not read
-back exactly is deleted and compiled again, never trusted.
+layouts), the device, the compile options, the host CPU and its features, the
+versions of LLVM, llvmlite and xDSL, and the source of the whole xlapy package
+(the code generator uses its IR, indexing, shapes and more).
+
+On disk (``$XLAPY_CACHE_DIR``, default ``~/.cache/xlapy``) an entry is
+
+    magic line | header (one JSON line: key, launch dimensions, code size) | object code | SHA-256 of all before
+
+An entry is used only if it is a regular file of bounded size whose checksum,
+key and sizes all match and whose object code passes the backend's checks;
+anything else is deleted and compiled again, never trusted.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import functools
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import threading
 from collections.abc import Callable
@@ -26,7 +33,13 @@ from xlapy.codegen.launch import Device, LaunchDimensions
 from xlapy.hlo.ir import HloInstruction
 from xlapy.hlo.printer import print_computation
 
-_MAGIC = b"xlapy-kernel-1\n"
+# Bumped whenever the layout of an entry changes: older entries then fail the magic check.
+_MAGIC = b"xlapy-kernel-2\n"
+_DIGEST_BYTES = 32
+# No kernel comes near this; a larger file is not one of ours.
+MAX_ENTRY_BYTES = 64 << 20
+# Launch dimensions beyond these are not ones the emitter makes.
+_MAX_LAUNCH = 1 << 62
 
 
 @dataclass
@@ -44,31 +57,69 @@ def cache_directory() -> Path:
 
 
 @functools.cache
-def _code_generator_hash() -> str:
-    """A hash of the code generator's source, so that a changed compiler never
-    reuses kernels of an older one (even between releases)."""
-    import xlapy.codegen
+def source_hash() -> str:
+    """A hash of the source of the whole xlapy package (file names and contents), so that a changed compiler,
+    IR, simplifier or shape library never reuses kernels of an older one (even between releases)."""
+    import xlapy
 
-    root = Path(xlapy.codegen.__file__).parent
+    return tree_hash(Path(xlapy.__file__).parent)
+
+
+def tree_hash(root: Path) -> str:
+    """A hash of the names and contents of the Python files under ``root``."""
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
-        digest.update(path.read_bytes())
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
 
 
-def fingerprint(fusion: HloInstruction, device: Device) -> str:
+@functools.cache
+def toolchain() -> str:
+    """The versions of the libraries the machine code depends on: LLVM, llvmlite and xDSL."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import llvmlite
     import llvmlite.binding as llvm
 
+    try:
+        xdsl_version = version("xdsl")
+    except PackageNotFoundError:
+        xdsl_version = "unknown"
+    return f"llvm {'.'.join(map(str, llvm.llvm_version_info))}, llvmlite {llvmlite.__version__}, xdsl {xdsl_version}"
+
+
+@functools.cache
+def host_cpu() -> str:
+    """The host CPU's name and features, which the code is tuned for and may use."""
+    import llvmlite.binding as llvm
+
+    return f"{llvm.get_process_triple()} {llvm.get_host_cpu_name()} {llvm.get_host_cpu_features().flatten()}"
+
+
+def key_inputs(fusion: HloInstruction, device: Device, options: str = "") -> dict[str, str]:
+    """Everything a kernel's key covers, by name (see ``fingerprint``)."""
     from xlapy import __version__
 
-    features = llvm.get_host_cpu_features().flatten()
-    parts = [
-        __version__, _code_generator_hash(), ".".join(map(str, llvm.llvm_version_info)),
-        llvm.get_host_cpu_name(), features, repr(device),
-        print_computation(fusion.fused_computation), str(fusion.shape),
-        ",".join(str(op.shape) for op in fusion.operands),
-    ]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+    return {
+        "format": _MAGIC.decode().strip(),
+        "xlapy": __version__,
+        "source": source_hash(),
+        "toolchain": toolchain(),
+        "host": host_cpu(),
+        "device": repr(device),
+        "options": options,
+        "computation": print_computation(fusion.fused_computation),
+        "result": str(fusion.shape),
+        "operands": ",".join(str(op.shape) for op in fusion.operands),
+    }
+
+
+def fingerprint(fusion: HloInstruction, device: Device, options: str = "") -> str:
+    """The cache key of ``fusion``'s kernel for ``device`` compiled with ``options`` (a description of the
+    compile options that change the code)."""
+    text = json.dumps(key_inputs(fusion, device, options), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 _memory: dict[str, CachedKernel] = {}
@@ -82,61 +133,118 @@ def clear_memory_cache() -> None:
 
 
 def cached_kernel(key: str, build: Callable[[], tuple[bytes, LaunchDimensions]],
-                  load: Callable[[bytes], object]) -> CachedKernel:
+                  load: Callable[[bytes], object],
+                  check: Callable[[object, LaunchDimensions], None] | None = None) -> CachedKernel:
     """The kernel under ``key``: from memory, else from disk, else ``build()``
-    (object code and launch dimensions) stored on disk, then ``load``ed."""
+    (object code and launch dimensions) stored on disk, then ``load``ed.
+    ``check(kernel, launch)`` raises an ``XlapyError`` when a kernel does not fit
+    what the caller compiles (an entry from disk is then discarded)."""
     with _lock:
         found = _memory.get(key)
     if found is not None:
         return found
     path = cache_directory() / f"{key}.kernel"
-    entry = _read(path)
+    result = None
+    entry = _read(path, key)
     if entry is not None:
         try:
             result = CachedKernel(load(entry[0]), entry[1], from_disk=True)
-        except Exception:  # an object LLVM cannot load is as corrupt as a bad checksum
+            if check is not None:
+                check(result.kernel, result.launch)
+        except Exception:  # object code that fails to load or to fit is as bad as a bad checksum
             _discard(path)
-            entry = None
-    if entry is None:
+            result = None
+    if result is None:
         code, launch = build()
-        _write(path, code, launch)
         result = CachedKernel(load(code), launch)
+        if check is not None:
+            check(result.kernel, result.launch)
+        _write(path, key, code, launch)
     with _lock:
         _memory[key] = result
     return result
 
 
-def _read(path: Path) -> tuple[bytes, LaunchDimensions] | None:
+def _read_file(path: Path) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file (not a link, FIFO or device) of at most
+    ``MAX_ENTRY_BYTES``; None when there is none. Raises ``ValueError`` for anything else there."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        data = path.read_bytes()
-    except OSError:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
         return None
+    except OSError as error:  # a symbolic link (ELOOP), unreadable, ...
+        raise ValueError(f"cannot open: {error}") from None
     try:
-        if not data.startswith(_MAGIC):
-            raise ValueError("bad magic")
-        header_end = data.index(b"\n", len(_MAGIC))
-        header = json.loads(data[len(_MAGIC):header_end])
-        code = data[header_end + 1:]
-        if len(code) != header["size"] or hashlib.sha256(code).hexdigest() != header["sha256"]:
-            raise ValueError("checksum mismatch")
-        launch = LaunchDimensions(*header["launch"])
-    except (ValueError, KeyError, TypeError):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("not a regular file")
+        if info.st_size > MAX_ENTRY_BYTES:
+            raise ValueError("too large")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_ENTRY_BYTES + 1)
+    except OSError as error:
+        raise ValueError(f"cannot read: {error}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_ENTRY_BYTES:
+        raise ValueError("too large")
+    return data
+
+
+def _read(path: Path, key: str) -> tuple[bytes, LaunchDimensions] | None:
+    try:
+        data = _read_file(path)
+        if data is None:
+            return None
+        return _parse(data, key)
+    except ValueError:
         _discard(path)
         return None
-    return code, launch
 
 
-def _write(path: Path, code: bytes, launch: LaunchDimensions) -> None:
-    header = {"size": len(code), "sha256": hashlib.sha256(code).hexdigest(),
-              "launch": [launch.threads_per_block, launch.blocks, launch.vector_size]}
+def _parse(data: bytes, key: str) -> tuple[bytes, LaunchDimensions]:
+    """The object code and launch dimensions of an entry for ``key``; ``ValueError`` unless it is exactly one."""
+    if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + _DIGEST_BYTES:
+        raise ValueError("bad magic")
+    body, digest = data[:-_DIGEST_BYTES], data[-_DIGEST_BYTES:]
+    if hashlib.sha256(body).digest() != digest:
+        raise ValueError("checksum mismatch")
+    header_end = body.find(b"\n", len(_MAGIC))
+    if header_end < 0:
+        raise ValueError("no header")
+    try:
+        header = json.loads(body[len(_MAGIC):header_end].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise ValueError("bad header") from None
+    if not isinstance(header, dict) or set(header) != {"key", "launch", "size"}:
+        raise ValueError("bad header")
+    if header["key"] != key:
+        raise ValueError("an entry for another key")
+    code = body[header_end + 1:]
+    if header["size"] != len(code):
+        raise ValueError("size mismatch")
+    launch = header["launch"]
+    if not (isinstance(launch, list) and len(launch) == 3
+            and all(type(v) is int and 1 <= v <= _MAX_LAUNCH for v in launch)):
+        raise ValueError("bad launch dimensions")
+    return code, LaunchDimensions(*launch)
+
+
+def _write(path: Path, key: str, code: bytes, launch: LaunchDimensions) -> None:
+    header = {"key": key, "launch": [launch.threads_per_block, launch.blocks, launch.vector_size], "size": len(code)}
+    body = _MAGIC + json.dumps(header).encode() + b"\n" + code
+    temporary = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         # Written under a temporary name and renamed: readers never see half a file.
         with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, suffix=".tmp") as f:
-            f.write(_MAGIC + json.dumps(header).encode() + b"\n" + code)
-        os.replace(f.name, path)
-    except OSError:
-        pass  # an unwritable cache only costs compile time
+            temporary = f.name
+            f.write(body + hashlib.sha256(body).digest())
+        os.replace(temporary, path)
+    except OSError:  # an unwritable cache only costs compile time
+        if temporary is not None:
+            _discard(Path(temporary))
 
 
 def _discard(path: Path) -> None:

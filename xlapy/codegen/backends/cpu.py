@@ -80,6 +80,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
+from xlapy.codegen.backends.object_check import check_object, host_machine
 from xlapy.errors import UnimplementedError, VerifyError
 from xlapy.registry import registrar
 
@@ -1096,8 +1097,11 @@ def _return(t: _Translator, op: func.ReturnOp) -> None:
         t.b.ret_void()
     elif len(values) == 1:
         t.b.ret(values[0])
-    else:
-        t.b.ret_aggregate(values)
+    else:  # several results: one struct value (llvmlite has no aggregate return)
+        aggregate: ir.Value = ir.Constant(t.function.function_type.return_type, ir.Undefined)
+        for i, value in enumerate(values):
+            aggregate = t.b.insert_value(aggregate, value, i)
+        t.b.ret(aggregate)
 
 
 # --- functions --------------------------------------------------------------------------------------------------
@@ -1126,12 +1130,18 @@ def _embed_signature(module: ir.Module, entry: str, signature: KernelSignature) 
     variable.initializer = ir.Constant(array, values)
 
 
-def _read_signature(engine: llvm.ExecutionEngine, entry: str) -> KernelSignature:
+def _read_signature(engine: llvm.ExecutionEngine, entry: str, size: int | None = None) -> KernelSignature:
+    """The signature embedded by `_embed_signature`; `size` is its byte size when the object code says it (code
+    loaded from a file), so that a bad count cannot make this read past it."""
     address = engine.get_global_value_address(_signature_symbol(entry))
     if not address:
         raise VerifyError(f"cpu backend: the object code has no signature of @{entry}")
     count = ctypes.c_int64.from_address(address).value
+    if count < 0 or (size is not None and size != (count + 3) * 8):
+        raise VerifyError(f"cpu backend: the signature of @{entry} is malformed")
     values = (ctypes.c_int64 * (count + 3)).from_address(address)
+    if values[1] < 1 or values[2] < 1 or any(v < 0 for v in values[3:]):
+        raise VerifyError(f"cpu backend: the signature of @{entry} is malformed")
     return KernelSignature(tuple(values[3:]), values[1], values[2])
 
 
@@ -1316,11 +1326,12 @@ class CpuKernel:
         module: llvm.ModuleRef | None,
         name: str,
         object_code: bytes | None = None,
+        signature_bytes: int | None = None,
     ):
         self._engine = engine  # owns the machine code: keep it alive as long as the kernel
         self._target_machine = target_machine
         self._module = module
-        self.signature = _read_signature(engine, name)
+        self.signature = _read_signature(engine, name, signature_bytes)
         self._object_code = object_code
         self._asm: str | None = None
         self.llvm_ir: str | None = str(module) if module is not None else None
@@ -1354,7 +1365,13 @@ class CpuKernel:
 
     @classmethod
     def from_object(cls, data: bytes, entry: str = "main") -> CpuKernel:
-        """A kernel from the bytes of `object_code` (e.g. read from a kernel cache); they include the signature."""
+        """A kernel from the bytes of `object_code` (e.g. read from a kernel cache); they include the signature.
+        The bytes are checked first (`check_object`): LLVM's linker would crash the process on a malformed file."""
+        machine = host_machine(_host()[0])
+        if machine is None:
+            raise UnimplementedError(f"cpu backend: object code for {_host()[0]} cannot be checked before loading")
+        symbols = check_object(data, machine, (entry, _signature_symbol(entry)),
+                               lambda name: bool(llvm.address_of_symbol(name)))
         with _LLVM_LOCK:
             target_machine = _target_machine()
             empty = llvm.parse_assembly("")
@@ -1362,7 +1379,7 @@ class CpuKernel:
             engine = llvm.create_mcjit_compiler(empty, target_machine)
             engine.add_object_file(llvm.ObjectFileRef.from_data(data))
             engine.finalize_object()
-            return cls(engine, target_machine, None, entry, data)
+            return cls(engine, target_machine, None, entry, data, symbols[_signature_symbol(entry)])
 
     @property
     def object_code(self) -> bytes:

@@ -1,0 +1,58 @@
+"""A limit on buffers whose size comes from input: checked before allocating,
+so that a huge shape is a clear error instead of a ``MemoryError`` (or the
+machine swapping) halfway through."""
+
+from __future__ import annotations
+
+import os
+
+from xlapy.errors import XlapyError
+
+LIMIT_VARIABLE = "XLAPY_MAX_BYTES"
+
+
+def byte_limit() -> int:
+    """The most bytes one request may allocate: ``$XLAPY_MAX_BYTES`` when set,
+    else the memory the system reports available."""
+    configured = os.environ.get(LIMIT_VARIABLE)
+    if configured is not None:
+        try:
+            limit = int(configured)
+        except ValueError:
+            limit = -1
+        if limit < 0:
+            raise XlapyError(f"${LIMIT_VARIABLE} must be a non-negative number of bytes, not {configured!r}")
+        return limit
+    return _available_memory()
+
+
+def _available_memory() -> int:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return 1 << 40
+
+
+def check_bytes(nbytes: int, what: str) -> None:
+    """Refuse ``what`` when it needs more than ``byte_limit()`` bytes."""
+    limit = byte_limit()
+    if nbytes > limit:
+        raise XlapyError(f"{what} needs {_human(nbytes)}, more than the {_human(limit)} available "
+                         f"(${LIMIT_VARIABLE} sets the limit)")
+
+
+def _human(nbytes: int) -> str:
+    if nbytes < 1024:
+        return f"{nbytes} bytes"
+    for unit, scale in (("EiB", 1 << 60), ("PiB", 1 << 50), ("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20),
+                        ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit} ({nbytes} bytes)"
+    return f"{nbytes} bytes"
