@@ -1,5 +1,6 @@
 """The `xlapy` command: `xlapy layout`, its SVG, and one-line errors."""
 
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -177,3 +178,291 @@ def test_run_example_gelu_matches_xla(capsys):
     got = xlapy.evaluate(module, x)
     want = np.asarray(run_on_xla_cpu(text, x))
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2 ** -7, atol=2 ** -8)
+
+
+def one_line_error(capsys) -> str:
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("xlapy: error: ") and err.count("\n") == 1, err
+    return err
+
+
+MISDECLARED = """HloModule bad
+
+ENTRY main {
+  p = f32[4] parameter(0)
+  ROOT n = f32[3] negate(p)
+}
+"""
+
+
+@pytest.mark.parametrize("command", [["run"], ["run", "--backend", "interpreter"], ["indexing"]])
+def test_run_and_indexing_verify_the_module(tmp_path, capsys, command):
+    hlo = tmp_path / "bad.hlo"
+    hlo.write_text(MISDECLARED)
+    assert main([*command, str(hlo)]) == 1
+    assert "instruction n: negate produces f32[4], but the instruction declares f32[3]" in one_line_error(capsys)
+
+
+def test_no_verify_skips_the_verifier(tmp_path, capsys):
+    hlo = tmp_path / "bad.hlo"
+    hlo.write_text(MISDECLARED)
+    # The maps follow the declared shape: the verifier is what catches it.
+    assert main(["indexing", str(hlo), "--no-verify"]) == 0
+    assert capsys.readouterr().out == "operand id = 0 (p)\n(d0) -> (d0),\ndomain:\nd0 in [0, 2]\n"
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "M", "--seed", "-1"],
+    ["run", "M", "--repeat", "0", "--bench"],
+    ["run", "M", "--max-while-iterations", "-2"],
+    ["indexing", "M", "--output-id", "-1"],
+    ["indexing", "M", "--operand", "-1", "--input-to-output"],
+    ["layout", "f32[4]", "--max-grids", "-1"],
+    ["layout", "f32[4]", "--max-rows", "-3"],
+    ["layout", "f32[4]", "--max-cols", "0"],
+    ["layout", "f32[4]", "--max-rows", "two"],
+])
+def test_bad_flag_values_are_one_line_errors(tmp_path, capsys, argv):
+    hlo = tmp_path / "small.hlo"
+    hlo.write_text(SMALL_MODULE)
+    argv = [str(hlo) if a == "M" else a for a in argv]
+    assert main(argv) == 1
+    err = one_line_error(capsys)
+    flag = next(a for a in argv if a.startswith("--max") or a in ("--seed", "--repeat", "--output-id", "--operand"))
+    assert f"argument {flag}: " in err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["indexing", "M", "--output-id", "2"], "out has 2 outputs, no output 2"),
+    (["indexing", "M", "--instruction", "m", "--output-id", "1"], "m has 1 output, no output 1"),
+    (["indexing", "M", "--input-to-output", "--operand", "2"], "out has 2 operands, no operand 2"),
+    (["run", "M", "--max-while-iterations", "3"], "--max-while-iterations needs --backend interpreter"),
+])
+def test_out_of_range_ids_are_one_line_errors(tmp_path, capsys, argv, message):
+    hlo = tmp_path / "small.hlo"
+    hlo.write_text(SMALL_MODULE)
+    assert main([str(hlo) if a == "M" else a for a in argv]) == 1
+    assert message in one_line_error(capsys)
+
+
+def test_output_id_selects_the_output(tmp_path, capsys):
+    hlo = tmp_path / "small.hlo"
+    hlo.write_text(SMALL_MODULE)
+    assert main(["indexing", str(hlo), "--output-id", "1"]) == 0
+    # Output 1 of the tuple is operand 1 (i), read at its only index.
+    assert capsys.readouterr().out == "operand id = 0 (m)\n\noperand id = 1 (i)\n() -> ()\n"
+
+
+ENDLESS = """HloModule endless
+
+cond {
+  c = s32[] parameter(0)
+  ROOT t = pred[] constant(true)
+}
+
+body {
+  b = s32[] parameter(0)
+  one = s32[] constant(1)
+  ROOT a = s32[] add(b, one)
+}
+
+ENTRY main {
+  p = s32[] parameter(0)
+  ROOT w = s32[] while(p), condition=cond, body=body
+}
+"""
+
+
+def test_max_while_iterations_stops_an_endless_loop(tmp_path, capsys):
+    hlo = tmp_path / "endless.hlo"
+    hlo.write_text(ENDLESS)
+    assert main(["run", str(hlo), "--backend", "interpreter", "--max-while-iterations", "50"]) == 1
+    assert "while w did not finish within max_while_iterations=50" in one_line_error(capsys)
+    # A loop that ends within the limit runs.
+    hlo.write_text(ENDLESS.replace("ROOT t = pred[] constant(true)",
+                                   "ten = s32[] constant(10)\n  ROOT t = pred[] compare(c, ten), direction=LT"))
+    np.savez(tmp_path / "in.npz", p=np.int32(0))
+    assert main(["run", str(hlo), "--backend", "interpreter", "--max-while-iterations", "10",
+                 "--inputs", str(tmp_path / "in.npz")]) == 0
+    assert capsys.readouterr().out.startswith("w: s32[] [10] sum=10 ")
+
+
+@pytest.mark.parametrize("command", [["run"], ["indexing"], ["sdy", "propagate"]])
+def test_input_files_that_are_not_utf8_text_or_not_files(tmp_path, capsys, command):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0) \xff\xfe\n}\n")
+    assert main([*command, str(bad)]) == 1
+    assert f"{bad}:4:27: not UTF-8 text: byte 0xff at offset 49" in one_line_error(capsys)
+    assert main([*command, str(tmp_path)]) == 1
+    assert f"cannot read {tmp_path}: a directory" in one_line_error(capsys)
+    assert main([*command, str(tmp_path / "missing.hlo")]) == 1
+    assert "missing.hlo: No such file or directory" in one_line_error(capsys)
+    fifo = tmp_path / "fifo.hlo"
+    os.mkfifo(fifo)  # nobody writes to it: reading would block forever
+    assert main([*command, str(fifo)]) == 1
+    assert f"cannot read {fifo}: not a regular file" in one_line_error(capsys)
+
+
+def test_huge_parameters_are_refused_before_allocating(tmp_path, capsys, monkeypatch):
+    hlo = tmp_path / "huge.hlo"
+    hlo.write_text("HloModule huge\n\nENTRY main {\n  p = f32[100000000000] parameter(0)\n"
+                   "  ROOT n = f32[100000000000] negate(p)\n}\n")
+    monkeypatch.setenv("XLAPY_MAX_BYTES", str(1 << 30))
+    for backend in ("cpu", "interpreter"):
+        assert main(["run", str(hlo), "--backend", backend]) == 1
+        assert "needs 373 GiB (400000000000 bytes), more than the 1 GiB (1073741824 bytes) available" \
+            in one_line_error(capsys)
+
+
+def test_fake_arguments_check_their_size_first(monkeypatch):
+    from xlapy.hlo.fake_arguments import make_fake_arguments
+
+    module = xlapy.parse_hlo("HloModule m\n\nENTRY e {\n  a = c64[1000] parameter(0)\n"
+                             "  ROOT n = c64[1000] negate(a)\n}\n")
+    # c64: 8 bytes of value and two f64 draws (+ the complex128 sum) per element.
+    monkeypatch.setenv("XLAPY_MAX_BYTES", str(1000 * 32 - 1))
+    with pytest.raises(xlapy.XlapyError,
+                       match=r"random arguments for a \(c64\[1000\]\{0\}\) needs 31.2 KiB \(32000 bytes\)"):
+        make_fake_arguments(module)
+    monkeypatch.setenv("XLAPY_MAX_BYTES", str(1000 * 32))
+    assert make_fake_arguments(module)[0].shape == (1000,)
+
+
+def test_layout_of_a_huge_shape_draws_only_what_it_shows(capsys):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        assert main(["layout", "f32[50000000,2,2]"]) == 0
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    out = capsys.readouterr().out
+    assert "(8 of 50000000 slices shown)" in out
+    assert "[7, :, :]" in out and "... (199999936 more slots)" in out
+    assert peak < 8 << 20  # the array itself would be 800 MB, the slice indices 2 GB
+
+
+def test_layout_with_no_grids(capsys):
+    assert main(["layout", "f32[3,2,2]", "--max-grids", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "(0 of 3 slices shown)" in out and "buffer (12 elements" in out
+
+
+def test_multi_line_errors_are_joined_into_one(capsys, monkeypatch):
+    import xlapy.cli
+
+    def fails(args):
+        raise xlapy.VerifyError("first line\n  second line")
+
+    monkeypatch.setattr(xlapy.cli, "_layout", fails)
+    assert main(["layout", "f32[2]"]) == 1
+    assert one_line_error(capsys) == "xlapy: error: first line second line\n"
+
+
+def test_deep_recursion_and_memory_exhaustion_name_the_input(tmp_path, capsys, monkeypatch):
+    import xlapy.cli
+
+    hlo = tmp_path / "m.hlo"
+    hlo.write_text(SMALL_MODULE)
+    for exception, message in ((RecursionError, "input nested too deeply"), (MemoryError, "out of memory")):
+        def fails(*args, exception=exception, **kwargs):
+            raise exception()
+
+        monkeypatch.setattr(xlapy.cli, "_read_module", fails)
+        assert main(["run", str(hlo)]) == 1
+        assert one_line_error(capsys) == f"xlapy: error: {hlo}: {message}\n"
+
+
+def test_usage_errors_exit_1_with_one_line():
+    result = subprocess.run([sys.executable, "-m", "xlapy.cli", "run", "x.hlo", "--seed", "-1"],
+                            capture_output=True, text=True)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr == ("xlapy: error: xlapy run: argument --seed: must be at least 0, got -1 "
+                             "(see 'xlapy run --help')\n")
+
+
+JAX_PROGRAM = """module @jit_f attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%arg0: tensor<2x3xf32>, %arg1: tensor<2x3xf32>) -> (tensor<2x3xf32> {jax.result_info = "result[0]"}, tensor<f32> {jax.result_info = "result[1]"}) {
+    %0 = stablehlo.tanh %arg0 : tensor<2x3xf32>
+    %1 = stablehlo.multiply %0, %arg1 : tensor<2x3xf32>
+    %cst = stablehlo.constant dense<1.000000e+00> : tensor<f32>
+    %2 = stablehlo.broadcast_in_dim %cst, dims = [] : (tensor<f32>) -> tensor<2x3xf32>
+    %3 = stablehlo.add %1, %2 : tensor<2x3xf32>
+    %cst_0 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %4 = stablehlo.reduce(%arg0 init: %cst_0) applies stablehlo.add across dimensions = [0, 1] : (tensor<2x3xf32>, tensor<f32>) -> tensor<f32>
+    return %3, %4 : tensor<2x3xf32>, tensor<f32>
+  }
+}
+"""  # noqa: E501  (as jax.jit(f).lower(x, y).as_text() prints it)
+
+
+@pytest.mark.parametrize("name", ["f.mlir", "f.txt"])
+def test_run_takes_stablehlo_as_jax_lowers_it(tmp_path, capsys, name):
+    import jax
+    import jax.numpy as jnp
+
+    def f(x, y):
+        return jnp.tanh(x) * y + 1.0, x.sum()
+
+    x = (np.arange(6, dtype=np.float32).reshape(2, 3) - 2) / 3
+    y = np.full((2, 3), 3, np.float32)
+    assert jax.jit(f).lower(x, y).as_text().strip() == JAX_PROGRAM.strip()
+    path = tmp_path / name  # by extension, or by content
+    path.write_text(JAX_PROGRAM)
+    np.savez(tmp_path / "in.npz", x, y)
+    assert main(["run", str(path), "--backend", "interpreter", "--inputs", str(tmp_path / "in.npz"),
+                 "--output", str(tmp_path / "out.npz")]) == 0
+    assert capsys.readouterr().out.startswith("tuple{0}: f32[2,3] ")
+    want = f(x, y)
+    with np.load(tmp_path / "out.npz") as got:
+        np.testing.assert_allclose(got["out0"], want[0], rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(got["out1"], want[1], rtol=1e-6)
+    # The CPU backend names what blocks it.
+    assert main(["run", str(path)]) == 1
+    assert "--backend interpreter" in one_line_error(capsys)
+
+
+def test_run_verifies_stablehlo(tmp_path, capsys):
+    path = tmp_path / "bad.mlir"
+    path.write_text(JAX_PROGRAM.replace("%3 = stablehlo.add %1, %2 : tensor<2x3xf32>",
+                                        "%3 = stablehlo.add %1, %cst : (tensor<2x3xf32>, tensor<f32>) -> "
+                                        "tensor<2x3xf32>"))
+    assert main(["run", str(path), "--backend", "interpreter"]) == 1
+    one_line_error(capsys)
+
+
+SHARD_MAP = """module @jit_shard_map_psum attributes {mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32} {
+  sdy.mesh @mesh = <["x"=2, "y"=4]> {stablehlo.mesh = {axes = [{name = "x", size = 2 : i64}, {name = "y", size = 4 : i64}]}}
+  func.func public @main(%arg0: tensor<8x16xf32>) -> (tensor<4x16xf32> {jax.result_info = "result"}) {
+    %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"x"}, {}]>] out_shardings=[<@mesh, [{}, {}]>] manual_axes={"x", "y"} (%arg1: tensor<4x16xf32>) {
+      %cst = stablehlo.constant dense<2.000000e+00> : tensor<f32>
+      %1 = stablehlo.broadcast_in_dim %cst, dims = [] : (tensor<f32>) -> tensor<4x16xf32>
+      %2 = stablehlo.multiply %arg1, %1 : tensor<4x16xf32>
+      sdy.return %2 : tensor<4x16xf32>
+    } : (tensor<8x16xf32>) -> tensor<4x16xf32>
+    return %0 : tensor<4x16xf32>
+  }
+}
+"""  # noqa: E501  (JAX's shard_map, which leaves the replicated manual axis "y" out)
+
+
+def test_sdy_propagate_reads_shard_map_by_default(tmp_path, capsys):
+    path = tmp_path / "shard_map.mlir"
+    path.write_text(SHARD_MAP)
+    for extra in ([], ["--implicit-manual-replication"]):
+        assert main(["sdy", "propagate", str(path), *extra]) == 0
+        assert "manual_axes={\"x\", \"y\"}" in capsys.readouterr().out
+    assert main(["sdy", "propagate", str(path), "--strict-manual-axes"]) == 1
+    assert 'invariant 2: manual axis "y" must shard a dimension or be replicated in in_shardings[0]' \
+        in one_line_error(capsys)
+    assert main(["sdy", "propagate", str(path), "--strict-manual-axes", "--implicit-manual-replication"]) == 1
+    assert "not allowed with argument --strict-manual-axes" in one_line_error(capsys)
+
+
+def test_layout_refuses_pictures_too_large_to_draw(capsys):
+    from xlapy.shapes.picture import MAX_CELLS
+
+    assert main(["layout", "u8[100000,100000]{1,0:T(2,2)}", "--max-rows", "1000000"]) == 1
+    assert f"would have {100000 * 32} cells, more than {MAX_CELLS}" in one_line_error(capsys)

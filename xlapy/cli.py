@@ -7,7 +7,61 @@ import sys
 from collections.abc import Sequence
 
 from xlapy import __version__
-from xlapy.errors import XlapyError
+from xlapy.errors import ParseError, XlapyError
+
+
+class _UsageError(Exception):
+    """A command line argparse rejects; reported as one line like any error."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # type: ignore[override]
+        raise _UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+
+def _int_at_least(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def _read_text(path: str) -> str:
+    """The UTF-8 text of the regular file at ``path``."""
+    from xlapy.runtime.array_files import open_regular_file
+
+    try:
+        with open_regular_file(path) as f:
+            data = f.read()
+    except OSError as e:
+        raise XlapyError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line_start = data.rfind(b"\n", 0, e.start) + 1
+        raise ParseError(f"not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start}",
+                         data.count(b"\n", 0, e.start) + 1, e.start - line_start + 1, path) from None
+
+
+def _is_mlir(path: str, text: str) -> bool:
+    """StableHLO (MLIR) rather than HLO text: by content, else by extension."""
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("//"):
+            continue
+        if line.startswith("HloModule"):
+            return False
+        if line.startswith(("module", "func.func", "#", "sdy.mesh", '"', "stablehlo.")):
+            return True
+        break
+    return path.endswith(".mlir")
 
 
 def _layout(args: argparse.Namespace) -> None:
@@ -27,40 +81,41 @@ def _layout(args: argparse.Namespace) -> None:
     sys.stdout.write(picture.to_text())
 
 
-def _read_module(path: str):
+def _read_module(path: str, verify: bool):
+    """The module of an HLO or StableHLO (MLIR) file, verified unless ``verify`` is False."""
+    text = _read_text(path)
+    if _is_mlir(path, text):
+        from xlapy.frontends.stablehlo import parse_module as parse_mlir
+
+        return parse_mlir(text, source=path, verify=verify)
     from xlapy.hlo import parse_module
+    from xlapy.hlo import verify as verify_module
 
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise XlapyError(f"cannot read {path}: {e.strerror}") from None
-    return parse_module(text, source=path)
+    module = parse_module(text, source=path)
+    if verify:
+        verify_module(module)
+    return module
 
 
-def _load_inputs(path: str, module) -> list:
-    """Arguments from an .npz file: keyed by parameter name, by ``argN``, or in order."""
-    import numpy as np
+def _check_memory(module, backend: str) -> None:
+    """Refuse a module whose values cannot fit in memory before running it: the
+    interpreter materialises every value, the CPU backend those of the entry."""
+    import math
 
-    try:
-        with np.load(path) as data:
-            arrays = {key: data[key] for key in data.files}
-    except (OSError, ValueError) as e:
-        raise XlapyError(f"cannot read inputs from {path}: {e}") from None
-    params = module.entry.parameters
-    ordered = list(arrays.values())
-    args = []
-    for i, param in enumerate(params):
-        for key in (param.name, f"arg{i}"):
-            if key in arrays:
-                args.append(arrays[key])
-                break
-        else:
-            if len(ordered) != len(params):
-                raise XlapyError(f"{path} has no array for parameter {i} ({param.name}); "
-                                 f"name arrays after the parameters or arg0, arg1, ...")
-            args.append(ordered[i])
-    return args
+    from xlapy.memory import check_bytes
+    from xlapy.shapes import ELEMENT_TYPES
+
+    computations = module.computations if backend == "interpreter" else [module.entry]
+
+    def size(shape) -> int:
+        if shape.tuple_shapes:
+            return sum(size(s) for s in shape.tuple_shapes)
+        dtype = ELEMENT_TYPES[shape.element_type].dtype
+        return 0 if dtype is None else math.prod(shape.dimensions) * dtype.itemsize
+
+    largest = max((i for c in computations for i in c.instructions), key=lambda i: size(i.shape), default=None)
+    if largest is not None:
+        check_bytes(size(largest.shape), f"the value {largest.name} ({largest.shape})")
 
 
 def _leaves(value, prefix: str = ""):
@@ -88,23 +143,32 @@ def _summary(label: str, array) -> str:
 
 
 def _run(args: argparse.Namespace) -> None:
-    import numpy as np
-
     from xlapy.hlo.fake_arguments import make_fake_arguments
     from xlapy.interpreter import evaluate
 
-    module = _read_module(args.file)
-    inputs = _load_inputs(args.inputs, module) if args.inputs else make_fake_arguments(module, args.seed)
     if args.dump_pass_re is not None and args.dump_to is None:
         raise XlapyError("--dump-pass-re needs --dump-to DIR")
+    if args.backend == "interpreter" and (args.dump_to or args.compare):
+        raise XlapyError("--dump-to and --compare need --backend cpu")
+    if args.backend != "interpreter" and args.max_while_iterations is not None:
+        raise XlapyError("--max-while-iterations needs --backend interpreter")
+    # Verified once, as it is read: not again by compile or on every --bench run.
+    module = _read_module(args.file, not args.no_verify)
+    _check_memory(module, args.backend)
+    if args.inputs:
+        from xlapy.runtime.array_files import read_arguments
+
+        inputs = read_arguments(args.inputs, [(p.name, p.shape) for p in module.entry.parameters])
+    else:
+        inputs = make_fake_arguments(module, args.seed)
     if args.backend == "interpreter":
-        if args.dump_to or args.compare:
-            raise XlapyError("--dump-to and --compare need --backend cpu")
-        run = lambda: evaluate(module, *inputs)  # noqa: E731
+        run = lambda: evaluate(module, *inputs, verify=False,  # noqa: E731
+                               max_while_iterations=args.max_while_iterations)
     else:
         from xlapy.runtime import compile
 
-        executable = compile(module, backend=args.backend, dump_to=args.dump_to, dump_pass_re=args.dump_pass_re)
+        executable = compile(module, backend=args.backend, dump_to=args.dump_to, dump_pass_re=args.dump_pass_re,
+                             verify=False)
         run = lambda: executable(*inputs)  # noqa: E731
     result = run()
     outputs = list(_leaves(result))
@@ -115,17 +179,18 @@ def _run(args: argparse.Namespace) -> None:
     if args.bench:
         _bench(run, args.repeat, args.backend)
     if args.output:
-        try:
-            np.savez(args.output, **{f"out{i}": np.asarray(a) for i, (_, a) in enumerate(outputs)})
-        except OSError as e:
-            raise XlapyError(f"cannot write {args.output}: {e.strerror}") from None
+        import numpy as np
+
+        from xlapy.runtime.array_files import write_arrays
+
+        write_arrays(args.output, {f"out{i}": np.asarray(a) for i, (_, a) in enumerate(outputs)})
 
 
 def _compare(module, inputs, outputs) -> None:
     from xlapy.interpreter import evaluate
     from xlapy.runtime.ulps import NAN_MISMATCH, max_ulp_difference
 
-    expected = list(_leaves(evaluate(module, *inputs)))
+    expected = list(_leaves(evaluate(module, *inputs, verify=False)))
     for (label, actual), (_, reference) in zip(outputs, expected):
         ulps = max_ulp_difference(actual, reference)
         shown = "NaN mismatch" if ulps == NAN_MISMATCH else f"{ulps} ulp"
@@ -136,8 +201,6 @@ def _bench(run, repeat: int, backend: str) -> None:
     import statistics
     import time
 
-    if repeat < 1:
-        raise XlapyError("--repeat must be at least 1")
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -150,7 +213,7 @@ def _bench(run, repeat: int, backend: str) -> None:
 def _indexing(args: argparse.Namespace) -> None:
     from xlapy.indexing import input_to_output_indexing, output_to_input_indexing
 
-    module = _read_module(args.file)
+    module = _read_module(args.file, not args.no_verify)
     if args.instruction is None:
         instr = module.entry.root
     else:
@@ -165,6 +228,10 @@ def _indexing(args: argparse.Namespace) -> None:
         for output, maps in enumerate(input_to_output_indexing(instr, args.input_to_output_id)):
             blocks.append(_indexing_block(f"output id = {output}", maps))
     else:
+        outputs = len(instr.shape.tuple_shapes) if instr.shape.tuple_shapes else 1
+        if not 0 <= args.output_id < outputs:
+            raise XlapyError(f"{instr.name} has {outputs} output{'s' if outputs > 1 else ''}, "
+                             f"no output {args.output_id}")
         for operand, maps in enumerate(output_to_input_indexing(instr, args.output_id)):
             blocks.append(_indexing_block(f"operand id = {operand} ({instr.operands[operand].name})", maps))
     sys.stdout.write("\n".join(blocks))
@@ -176,35 +243,26 @@ def _indexing_block(title: str, maps) -> str:
 
 
 def _sdy_propagate(args: argparse.Namespace) -> None:
-    from xlapy.errors import ParseError
     from xlapy.frontends.stablehlo import parse_module, print_module, split_input_file
     from xlapy.sharding.propagate import propagate
 
-    try:
-        with open(args.file, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise XlapyError(f"cannot read {args.file}: {e.strerror}") from None
+    text = _read_text(args.file)
     chunks = split_input_file(text) if args.split_input_file else [(text, 1)]
     outputs = []
     for chunk, first_line in chunks:
         try:
-            module = parse_module(chunk, source=args.file,
-                                  implicit_manual_replication=args.implicit_manual_replication)
+            module = parse_module(chunk, source=args.file, implicit_manual_replication=not args.strict_manual_axes,
+                                  verify=not args.no_verify)
             outputs.append(print_module(propagate(module, args.strategy)))
         except ParseError as e:
             # Report the line in the whole file, not in the chunk.
             raise ParseError(" ".join(e.message.split()), e.line + first_line - 1, e.column, e.source) from None
-        except XlapyError as e:
-            if "\n" not in str(e):
-                raise
-            raise type(e)(" ".join(str(e).split())) from None
     # Print only once every chunk succeeded: nothing half-printed.
     sys.stdout.write("// -----\n".join(outputs))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="xlapy", description="An XLA-style tensor compiler in Python.")
+    parser = _Parser(prog="xlapy", description="An XLA-style tensor compiler in Python.")
     parser.add_argument("--version", action="version", version=f"xlapy {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -215,28 +273,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     layout.add_argument("shape", metavar="SHAPE", help='a shape in HLO syntax, e.g. "f32[3,5]{1,0:T(2,2)}"')
     layout.add_argument("--svg", metavar="FILE", help="also write the picture as SVG to FILE")
-    layout.add_argument("--max-rows", type=int, default=32, help="rows shown per grid (default 32)")
-    layout.add_argument("--max-cols", type=int, default=32, help="columns shown per grid (default 32)")
-    layout.add_argument("--max-grids", type=int, default=8,
+    layout.add_argument("--max-rows", type=_int_at_least(1), default=32, help="rows shown per grid (default 32)")
+    layout.add_argument("--max-cols", type=_int_at_least(1), default=32,
+                        help="columns shown per grid (default 32)")
+    layout.add_argument("--max-grids", type=_int_at_least(0), default=8,
                         help="2-D slices shown for arrays of rank > 2 (default 8)")
     layout.set_defaults(run=_layout)
 
     run = commands.add_parser(
-        "run", help="run an HLO module",
-        description="Run the entry computation of an HLO module on seeded random inputs (parameters used as "
-        "indices are drawn in range) or on the arrays of --inputs, and print each output's shape, first "
+        "run", help="run an HLO or StableHLO module",
+        description="Verify the module, then run its entry computation on seeded random inputs (parameters used "
+        "as indices are drawn in range) or on the arrays of --inputs, and print each output's shape, first "
         "values and checksums.",
     )
-    run.add_argument("file", metavar="FILE.hlo", help="HLO text, as XLA and JAX print it")
+    run.add_argument("file", metavar="FILE", help="HLO text, as XLA and JAX print it, or StableHLO MLIR (a .mlir "
+                     "file or text starting with 'module', as jax.jit(f).lower(x).as_text() gives)")
     run.add_argument("--backend", choices=["cpu", "interpreter"], default="cpu",
                      help="compile for the CPU (default) or run the reference interpreter")
-    run.add_argument("--inputs", metavar="X.npz", help="arguments, named after the parameters or arg0, arg1, ...")
-    run.add_argument("--output", metavar="Y.npz", help="save the outputs as out0, out1, ...")
-    run.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    run.add_argument("--inputs", metavar="X.npz", help="arguments: an .npz file of arrays named after the "
+                     "parameters or arg0, arg1, ..., or all unnamed (np.savez(path, *arrays)), bound in order")
+    run.add_argument("--output", metavar="Y.npz", help="save the outputs as out0, out1, ... in an .npz file")
+    run.add_argument("--seed", type=_int_at_least(0), default=0, help="seed of the random inputs (default 0)")
     run.add_argument("--compare", action="store_true",
                      help="also run the interpreter and print each output's max error in ulps")
     run.add_argument("--bench", action="store_true", help="time repeated runs and print the median")
-    run.add_argument("--repeat", type=int, default=20, metavar="N", help="runs timed by --bench (default 20)")
+    run.add_argument("--repeat", type=_int_at_least(1), default=20, metavar="N",
+                     help="runs timed by --bench (default 20)")
+    run.add_argument("--max-while-iterations", type=_int_at_least(0), metavar="N",
+                     help="with --backend interpreter: stop with an error when a while loop runs more than N "
+                     "iterations (default: no limit, as in XLA)")
+    run.add_argument("--no-verify", action="store_true", help="skip verifying the module (faster; bad input may "
+                     "then fail later, with a less precise error)")
     run.add_argument("--dump-to", metavar="DIR", help="write the MLIR after each codegen pass into DIR")
     run.add_argument("--dump-pass-re", metavar="RE",
                      help="with --dump-to: only the passes whose name matches RE (e.g. fusion-emitter)")
@@ -248,14 +315,15 @@ def build_parser() -> argparse.ArgumentParser:
         "composed through its computation) in XLA's syntax, one block per operand (or per output with "
         "--input-to-output).",
     )
-    indexing.add_argument("file", metavar="FILE.hlo", help="HLO text, as XLA and JAX print it")
+    indexing.add_argument("file", metavar="FILE", help="HLO text, as XLA and JAX print it, or StableHLO MLIR")
     indexing.add_argument("--instruction", metavar="NAME", help="the instruction (default: the entry root)")
     indexing.add_argument("--input-to-output", action="store_true",
                           help="maps from an operand's indices to the outputs' (default: output to operands)")
-    indexing.add_argument("--operand", dest="input_to_output_id", type=int, default=0, metavar="N",
+    indexing.add_argument("--operand", dest="input_to_output_id", type=_int_at_least(0), default=0, metavar="N",
                           help="with --input-to-output: the operand (default 0)")
-    indexing.add_argument("--output-id", dest="output_id", type=int, default=0, metavar="N",
+    indexing.add_argument("--output-id", dest="output_id", type=_int_at_least(0), default=0, metavar="N",
                           help="the output of a multi-output instruction (default 0)")
+    indexing.add_argument("--no-verify", action="store_true", help="skip verifying the module")
     indexing.set_defaults(run=_indexing)
 
     sdy = commands.add_parser(
@@ -274,20 +342,44 @@ def build_parser() -> argparse.ArgumentParser:
                                help="the propagation strategy (default: Shardy's whole pipeline)")
     sdy_propagate.add_argument("--split-input-file", action="store_true",
                                help="propagate each chunk between '// -----' lines on its own")
-    sdy_propagate.add_argument("--implicit-manual-replication", action="store_true",
-                               help="take a manual axis that an in/out sharding of a manual computation leaves out "
-                               "as replicated (as Shardy and JAX's shard_map do) instead of rejecting it")
+    manual_axes = sdy_propagate.add_mutually_exclusive_group()
+    manual_axes.add_argument("--strict-manual-axes", action="store_true",
+                             help="require every in/out sharding of a manual computation to mention every manual "
+                             "axis (the SPEC's invariant 2) instead of taking the ones left out as replicated")
+    manual_axes.add_argument("--implicit-manual-replication", action="store_true",
+                             help="take a manual axis that an in/out sharding of a manual computation leaves out "
+                             "as replicated, as Shardy and JAX's shard_map do (the default; kept for "
+                             "compatibility)")
+    sdy_propagate.add_argument("--no-verify", action="store_true", help="skip verifying the module")
     sdy_propagate.set_defaults(run=_sdy_propagate)
     return parser
 
 
+def _input_name(args: argparse.Namespace) -> str:
+    return getattr(args, "file", None) or getattr(args, "shape", None) or "the input"
+
+
+def _error(message: str) -> int:
+    # One line, whatever the message holds.
+    print("xlapy: error: " + " ".join(message.split()), file=sys.stderr)
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except _UsageError as e:
+        return _error(str(e))
     try:
         args.run(args)
     except XlapyError as e:
-        print(f"xlapy: error: {e}", file=sys.stderr)
-        return 1
+        return _error(str(e))
+    # Last line of defence against deep or huge input: the limits and checks
+    # on the way should have caught it with a precise message.
+    except RecursionError:
+        return _error(f"{_input_name(args)}: input nested too deeply")
+    except MemoryError:
+        return _error(f"{_input_name(args)}: out of memory")
     return 0
 
 

@@ -188,3 +188,33 @@ def test_corpus_module_verifies_and_evaluates(path: Path):
                                                              "get-tuple-element", "bitcast"}
     result = xlapy.evaluate(module, *random_arguments(module, 0))
     assert result is not None
+
+
+def test_cli_compare_of_complex_counts_each_part_in_its_own_ulps():
+    # `xlapy run --compare` (xlapy.runtime.ulps): real and imaginary parts apart, in f32/f64 ulps.
+    from xlapy.runtime import ulps
+
+    c64 = np.complex64
+    assert ulps.max_ulp_difference(np.array([1 + 1j], c64), np.array([1 + 1j], c64)) == 0
+    # 1.9 and 1.0 are 0.9 apart: (1.9 - 1) / 2^-23 f32 ulps in [1, 2).
+    apart = int((np.float32(1.9) - np.float32(1.0)) / np.float32(2.0**-23))
+    assert ulps.max_ulp_difference(np.array([1 + 1.9j], c64), np.array([1 + 1j], c64)) == apart
+    assert ulps.max_ulp_difference(np.array([1.9 + 1j], c64), np.array([1 + 1j], c64)) == apart
+    one_up = np.nextafter(np.float32(1), np.float32(2))
+    assert ulps.max_ulp_difference(np.array([complex(1, one_up)], c64), np.array([1 + 1j], c64)) == 1
+    assert ulps.max_ulp_difference(np.array([1 + 1j]), np.array([complex(1, 1 + 2.0**-52)])) == 1
+    assert ulps.max_ulp_difference(np.array([complex(-0.0, 0.0)], c64), np.array([complex(0.0, -0.0)], c64)) == 0
+
+
+def test_cli_compare_of_complex_nans_per_part():
+    from xlapy.runtime import ulps
+
+    c64 = np.complex64
+    nan_real = np.array([complex(np.nan, 2)], c64)
+    assert ulps.max_ulp_difference(nan_real, nan_real.copy()) == 0
+    assert ulps.max_ulp_difference(nan_real, np.array([2 + 2j], c64)) == ulps.NAN_MISMATCH
+    assert ulps.max_ulp_difference(np.array([complex(1, np.nan)], c64), np.array([complex(np.nan, 1)], c64)) \
+        == ulps.NAN_MISMATCH
+    # A NaN part that matches leaves the other part's distance.
+    assert ulps.max_ulp_difference(np.array([complex(np.nan, one := 1.0)], c64),
+                                   np.array([complex(np.nan, np.nextafter(np.float32(one), np.float32(0)))], c64)) == 1

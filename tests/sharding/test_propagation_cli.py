@@ -107,20 +107,21 @@ SHARD_MAP_PROPAGATED = """module {
 """
 
 
-def test_manual_axes_left_out_are_rejected_by_default(tmp_path: Path, capsys) -> None:
+def test_manual_axes_left_out_are_rejected_with_strict_manual_axes(tmp_path: Path, capsys) -> None:
     path = tmp_path / "shard_map.mlir"
     path.write_text(SHARD_MAP)
-    code, out, err = run([str(path)], capsys)
+    code, out, err = run([str(path), "--strict-manual-axes"], capsys)
     assert (code, out) == (1, "")
     assert err.count("\n") == 1
     assert ('sdy.manual_computation %0: invariant 2: manual axis "x" must shard a dimension or be replicated in '
             'in_shardings[0] <@mesh, [{}, {?}]>') in err
-    assert "--implicit-manual-replication" in err
+    assert "--strict-manual-axes" in err
 
 
 def test_implicit_manual_replication_propagates_as_shardy(tmp_path: Path, capsys) -> None:
     path = tmp_path / "shard_map.mlir"
     path.write_text(SHARD_MAP)
-    code, out, err = run([str(path), "--implicit-manual-replication"], capsys)
-    assert (code, err) == (0, "")
-    assert out == SHARD_MAP_PROPAGATED
+    for flags in ([], ["--implicit-manual-replication"]):  # the default; the flag is kept for compatibility
+        code, out, err = run([str(path), *flags], capsys)
+        assert (code, err) == (0, "")
+        assert out == SHARD_MAP_PROPAGATED

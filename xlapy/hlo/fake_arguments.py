@@ -4,11 +4,13 @@ so that dynamic slices, gathers and branch selectors see meaningful values."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from xlapy.hlo.ir import HloInstruction, HloModule
+from xlapy.memory import check_bytes
 from xlapy.shapes import ELEMENT_TYPES, Shape, TypeKind
 
 # Ops through which an index keeps its meaning.
@@ -78,7 +80,24 @@ def fake_argument(shape: Shape, random: np.random.Generator, bound: int | None =
     return random.standard_normal(dims).astype(element.dtype)
 
 
+def working_bytes(shape: Shape) -> int:
+    """Bytes ``fake_argument`` needs at its peak for ``shape``: the value and
+    the f64 draws it is made from."""
+    if shape.tuple_shapes:
+        return sum(working_bytes(s) for s in shape.tuple_shapes)
+    element = ELEMENT_TYPES[shape.element_type]
+    if element.dtype is None:
+        return 0
+    draws = 2 if element.is_complex else 1
+    return math.prod(shape.dimensions) * (element.dtype.itemsize + 8 * draws + 8)
+
+
 def make_fake_arguments(module: HloModule, seed: int = 0) -> list[Any]:
-    """One seeded random argument per entry parameter."""
+    """One seeded random argument per entry parameter. Arguments that would
+    not fit in memory are an ``XlapyError``, raised before allocating any."""
+    params = module.entry.parameters
+    check_bytes(sum(working_bytes(p.shape) for p in params),
+                "random arguments for " + ", ".join(f"{p.name} ({p.shape})" for p in params[:4])
+                + (", ..." if len(params) > 4 else ""))
     random = np.random.default_rng(seed)
-    return [fake_argument(p.shape, random, index_bound(p)) for p in module.entry.parameters]
+    return [fake_argument(p.shape, random, index_bound(p)) for p in params]

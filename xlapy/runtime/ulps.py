@@ -27,13 +27,17 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def max_ulp_difference(actual: np.ndarray, expected: np.ndarray) -> int:
     """The largest distance in ulps of ``expected``'s element type between
     corresponding elements (NaN matches NaN; a NaN against a number is
-    ``NAN_MISMATCH``). For integers and pred: the largest absolute difference."""
+    ``NAN_MISMATCH``). Complex numbers: their real and imaginary parts apart,
+    in ulps of the part's type. For integers and pred: the largest absolute
+    difference."""
     actual, expected = np.asarray(actual), np.asarray(expected)
     if actual.shape != expected.shape:
         raise ValueError(f"shapes differ: {actual.shape} and {expected.shape}")
     if actual.size == 0:
         return 0
     actual = actual.astype(expected.dtype, copy=False)
+    if element_type_of_dtype(expected.dtype).kind is TypeKind.COMPLEX:
+        return max(max_ulp_difference(actual.real, expected.real), max_ulp_difference(actual.imag, expected.imag))
     if element_type_of_dtype(expected.dtype).kind is not TypeKind.FLOAT:
         wide = np.int64 if expected.dtype.itemsize < 8 else object
         return int(np.max(np.abs(actual.astype(wide) - expected.astype(wide))))

@@ -5,7 +5,6 @@ documentation). As text with box-drawing characters, or as SVG."""
 
 from __future__ import annotations
 
-import itertools
 import math
 import unicodedata
 from dataclasses import dataclass
@@ -13,11 +12,15 @@ from html import escape
 
 import numpy as np
 
+from xlapy.errors import XlapyError
 from xlapy.shapes.indexing import physical_layout
 from xlapy.shapes.layout import COMBINE_DIMENSION
 from xlapy.shapes.shape import Shape
 
 NONE, LIGHT, HEAVY = 0, 1, 2
+# Cells drawn at most: every cell is a few Python operations and some bytes of
+# text, so the default picture (8 grids of 32x32) is far below it.
+MAX_CELLS = 1 << 18
 
 
 def _box_characters() -> dict[tuple[int, int, int, int], str]:
@@ -74,6 +77,10 @@ class LayoutPicture:
 
     def __init__(self, shape: Shape, max_rows: int = 32, max_cols: int = 32, max_grids: int = 8,
                  max_buffer_rows: int = 32):
+        for name, value, low in (("max_rows", max_rows, 1), ("max_cols", max_cols, 1), ("max_grids", max_grids, 0),
+                                 ("max_buffer_rows", max_buffer_rows, 0)):
+            if not isinstance(value, int) or value < low:
+                raise XlapyError(f"{name} must be an integer of at least {low}, got {value!r}")
         self.shape = shape
         self.physical = physical_layout(shape)
         self.max_rows, self.max_cols, self.max_grids = max_rows, max_cols, max_grids
@@ -85,8 +92,18 @@ class LayoutPicture:
         self.row_dim = shown[0] if rank >= 2 else None
         self.col_dim = shown[-1] if rank >= 1 else None
         self.outer_dims = [d for d in range(rank) if d not in shown]
+        cells = self._shown_cells()
+        if cells > MAX_CELLS:
+            raise XlapyError(f"the picture of {shape} would have {cells} cells, more than {MAX_CELLS} "
+                             "(show fewer rows, columns or grids)")
 
     # -- model ----------------------------------------------------------------
+    def _shown_cells(self) -> int:
+        rows = self._padded_extent(self.row_dim) if self.row_dim is not None else 1
+        cols = self._padded_extent(self.col_dim) if self.col_dim is not None else 1
+        grids = math.prod(self.shape.dimensions[d] for d in self.outer_dims)
+        return min(rows, self.max_rows) * min(cols, self.max_cols) * min(grids, self.max_grids)
+
     def _padded_extent(self, dim: int) -> int:
         """The extent to draw for ``dim``: up to its first-level tile boundary when
         the tile pads it on its own (not folded with another dimension)."""
@@ -115,7 +132,7 @@ class LayoutPicture:
     def grids(self) -> list[Grid]:
         shape = self.shape
         outer_sizes = [shape.dimensions[d] for d in self.outer_dims]
-        outer_points = list(itertools.islice(itertools.product(*map(range, outer_sizes)), self.max_grids))
+        outer_points = _first_points(outer_sizes, self.max_grids)
         rows = self._padded_extent(self.row_dim) if self.row_dim is not None else 1
         cols = self._padded_extent(self.col_dim) if self.col_dim is not None else 1
         shown_rows, shown_cols = min(rows, self.max_rows), min(cols, self.max_cols)
@@ -248,6 +265,20 @@ class LayoutPicture:
         total_h = max(y, by + len(buffer_lines) * cell + 20)
         return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w}" height="{total_h}" '
                 f'font-family="monospace">\n' + "\n".join(body) + "\n</svg>\n")
+
+
+def _first_points(sizes: list[int], count: int) -> list[tuple[int, ...]]:
+    """The first ``count`` points of the grid ``sizes`` in row-major order,
+    without materialising the grid (dimensions may be huge)."""
+    total = math.prod(sizes)
+    points = []
+    for n in range(min(count, total)):
+        point = []
+        for size in reversed(sizes):
+            n, i = divmod(n, size)
+            point.append(i)
+        points.append(tuple(reversed(point)))
+    return points
 
 
 def _ids(coords: list, shape: tuple[int, ...]) -> np.ndarray:
