@@ -345,7 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
     manual_axes = sdy_propagate.add_mutually_exclusive_group()
     manual_axes.add_argument("--strict-manual-axes", action="store_true",
                              help="require every in/out sharding of a manual computation to mention every manual "
-                             "axis (the SPEC's invariant 2) instead of taking the ones left out as replicated")
+                             "axis (invariant 2 of manual computations) instead of taking the ones left out as "
+                             "replicated")
     manual_axes.add_argument("--implicit-manual-replication", action="store_true",
                              help="take a manual axis that an in/out sharding of a manual computation leaves out "
                              "as replicated, as Shardy and JAX's shard_map do (the default; kept for "

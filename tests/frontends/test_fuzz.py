@@ -7,8 +7,8 @@ from __future__ import annotations
 import pathlib
 
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
+from tests.text_edits import edited_text
 from xlapy.errors import XlapyError
 from xlapy.frontends.stablehlo import parse_module, print_module, split_input_file
 
@@ -22,26 +22,10 @@ TOKENS = ["%", "#", "@", "<", ">", "{", "}", "(", ")", "[", "]", ",", ":", "=", 
           "stablehlo.optimization_barrier", 'mhlo.sharding = "{replicated}"', "split_count = 3 : i64"]
 
 
-@st.composite
-def edited(draw) -> str:
-    text = draw(st.sampled_from(SOURCES))
-    for _ in range(draw(st.integers(1, 3))):
-        start = draw(st.integers(0, len(text)))
-        end = min(len(text), start + draw(st.integers(0, 12)))
-        kind = draw(st.sampled_from(["delete", "insert", "replace", "duplicate"]))
-        if kind == "delete":
-            text = text[:start] + text[end:]
-        elif kind == "insert":
-            text = text[:start] + draw(st.sampled_from(TOKENS)) + text[start:]
-        elif kind == "replace":
-            text = text[:start] + draw(st.sampled_from(TOKENS)) + text[end:]
-        else:
-            text = text[:start] + text[start:end] * 2 + text[end:]
-    return text
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(edited())
+@given(edited_text(SOURCES, TOKENS, max_span=12))
 def test_edits_parse_or_raise_xlapy_errors(text: str) -> None:
     try:
         module = parse_module(text)

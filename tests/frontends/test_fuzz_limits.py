@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from tests.frontends.test_fuzz import SOURCES
+from tests.text_edits import edited_text
 from xlapy.errors import ParseError, XlapyError
 from xlapy.frontends.stablehlo import parse_module, print_module
 
@@ -20,19 +20,10 @@ NASTY = ["\u0661", "\uff13", "9" * 5000, "0x" + "f" * 5000, "[" * 5000, "(" * 50
          "#99999999999999999999", "1e999", "\u00a0", "-", "0", "x", "<", ">", "[", "]", "{", "}", "(", ")"]
 
 
-@st.composite
-def edited(draw) -> str:
-    text = draw(st.sampled_from(SOURCES))
-    for _ in range(draw(st.integers(1, 2))):
-        start = draw(st.integers(0, len(text)))
-        end = min(len(text), start + draw(st.integers(0, 8)))
-        token = draw(st.sampled_from(NASTY))
-        text = text[:start] + token + (text[start:] if draw(st.booleans()) else text[end:])
-    return text
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(edited())
+@given(edited_text(SOURCES, NASTY, max_edits=2))
 def test_edits_parse_or_raise_xlapy_errors(text: str) -> None:
     try:
         module = parse_module(text)

@@ -6,8 +6,8 @@ or raises an XlapyError; never another exception."""
 from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
+from tests.text_edits import edited_text
 from xlapy.errors import XlapyError
 from xlapy.hlo import parse_module
 from xlapy.hlo.printer import print_module
@@ -50,26 +50,10 @@ NASTY = ["\u0661", "\uff13", "9" * 5000, "(" * 5000, ")" * 5000, "{" * 5000, "["
          "f8e4m3fn", "\u00a0", "\x00", '"', "\\", "_", "x", ":"]
 
 
-@st.composite
-def edited(draw) -> str:
-    text = draw(st.sampled_from(SOURCES))
-    for _ in range(draw(st.integers(1, 3))):
-        start = draw(st.integers(0, len(text)))
-        end = min(len(text), start + draw(st.integers(0, 8)))
-        kind = draw(st.sampled_from(["delete", "insert", "replace", "duplicate"]))
-        if kind == "delete":
-            text = text[:start] + text[end:]
-        elif kind == "insert":
-            text = text[:start] + draw(st.sampled_from(NASTY)) + text[start:]
-        elif kind == "replace":
-            text = text[:start] + draw(st.sampled_from(NASTY)) + text[end:]
-        else:
-            text = text[:start] + text[start:end] * 2 + text[end:]
-    return text
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(edited())
+@given(edited_text(SOURCES, NASTY))
 def test_edits_parse_or_raise_xlapy_errors(text: str) -> None:
     try:
         module = parse_module(text)

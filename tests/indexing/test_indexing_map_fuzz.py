@@ -11,9 +11,9 @@ import itertools
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from xdsl.ir.affine import AffineBinaryOpExpr
 
+from tests.text_edits import edited_text
 from xlapy.errors import ParseError, XlapyError
 from xlapy.indexing import affine
 from xlapy.indexing.indexing_map import IndexingMap
@@ -32,22 +32,6 @@ NASTY = ["\u0661", "\uff13", "9" * 5000, "(" * 5000, ")" * 5000, "- " * 5000, "9
          "KNOWN EMPTY", "\u00a0"]
 
 
-@st.composite
-def edited(draw) -> str:
-    text = draw(st.sampled_from(SOURCES))
-    for _ in range(draw(st.integers(1, 3))):
-        start = draw(st.integers(0, len(text)))
-        end = min(len(text), start + draw(st.integers(0, 6)))
-        kind = draw(st.sampled_from(["delete", "insert", "replace", "duplicate"]))
-        if kind == "delete":
-            text = text[:start] + text[end:]
-        elif kind == "insert":
-            text = text[:start] + draw(st.sampled_from(NASTY)) + text[start:]
-        elif kind == "replace":
-            text = text[:start] + draw(st.sampled_from(NASTY)) + text[end:]
-        else:
-            text = text[:start] + text[start:end] * 2 + text[end:]
-    return text
 
 
 def _divisors(expr) -> list[int]:
@@ -66,7 +50,7 @@ def _small_domain(indexing_map: IndexingMap) -> list[tuple[tuple[int, ...], tupl
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(edited())
+@given(edited_text(SOURCES, NASTY, max_span=6))
 def test_edits_parse_or_raise_xlapy_errors(text: str) -> None:
     try:
         indexing_map = IndexingMap.parse(text)

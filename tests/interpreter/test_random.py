@@ -37,7 +37,8 @@ def test_a_state_xla_has_no_bits_for_is_refused():
     from xlapy.frontends.stablehlo import parse_module
 
     module = parse_module("""func.func @main(%arg0: tensor<4x8xi32>) -> tensor<2x2xui32> {
-  %0:2 = stablehlo.rng_bit_generator %arg0, algorithm = DEFAULT : (tensor<4x8xi32>) -> (tensor<4x8xi32>, tensor<2x2xui32>)
+  %0:2 = stablehlo.rng_bit_generator %arg0, algorithm = DEFAULT
+      : (tensor<4x8xi32>) -> (tensor<4x8xi32>, tensor<2x2xui32>)
   return %0#1 : tensor<2x2xui32>
 }""")
     with pytest.raises(xlapy.UnimplementedError, match=r"u64\[2\] or u64\[3\], not s32\[4,8\]"):

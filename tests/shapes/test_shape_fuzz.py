@@ -6,8 +6,8 @@ and text, or raises an XlapyError; never another exception."""
 from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
+from tests.text_edits import edited_text
 from xlapy.errors import XlapyError
 from xlapy.shapes import parse_shape
 
@@ -22,26 +22,10 @@ NASTY = ["\u0661", "\uff13", "\u0663\u0664", "9" * 5000, "(" * 5000, ")" * 5000,
          "tuple", "token", "\n", " ", "E(", "L(0)", "D(", "f32", "s4", "e", "\x00", "\u00a0"]
 
 
-@st.composite
-def edited(draw) -> str:
-    text = draw(st.sampled_from(SOURCES))
-    for _ in range(draw(st.integers(1, 3))):
-        start = draw(st.integers(0, len(text)))
-        end = min(len(text), start + draw(st.integers(0, 6)))
-        kind = draw(st.sampled_from(["delete", "insert", "replace", "duplicate"]))
-        if kind == "delete":
-            text = text[:start] + text[end:]
-        elif kind == "insert":
-            text = text[:start] + draw(st.sampled_from(NASTY)) + text[start:]
-        elif kind == "replace":
-            text = text[:start] + draw(st.sampled_from(NASTY)) + text[end:]
-        else:
-            text = text[:start] + text[start:end] * 2 + text[end:]
-    return text
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(edited())
+@given(edited_text(SOURCES, NASTY, max_span=6))
 def test_edits_parse_or_raise_xlapy_errors(text: str) -> None:
     try:
         shape = parse_shape(text)

@@ -235,7 +235,7 @@ def build_manual_computation(operand_shapes, in_shardings, out_shardings, manual
 
 
 def check(module, mc, message=None):
-    # The strict checks (invariant 2 as the SPEC writes it): a superset of the default ones.
+    # The strict checks (invariant 2 in its strict form): a superset of the default ones.
     if message is None:
         verify_manual_computation(mc, module.meshes, implicit_manual_replication=False)
         verify_module(module, implicit_manual_replication=False)

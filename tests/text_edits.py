@@ -1,0 +1,32 @@
+"""Random edits of valid text for the parsers' property tests: a few spans
+deleted, duplicated, or replaced by (or preceded by) tokens that break parsers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hypothesis import strategies as st
+
+
+def edited_text(sources: Sequence[str], tokens: Sequence[str], *, max_edits: int = 3,
+                max_span: int = 8) -> st.SearchStrategy[str]:
+    """One of ``sources`` after 1 to ``max_edits`` edits of at most ``max_span`` characters."""
+
+    @st.composite
+    def edited(draw) -> str:
+        text = draw(st.sampled_from(sources))
+        for _ in range(draw(st.integers(1, max_edits))):
+            start = draw(st.integers(0, len(text)))
+            end = min(len(text), start + draw(st.integers(0, max_span)))
+            kind = draw(st.sampled_from(["delete", "insert", "replace", "duplicate"]))
+            if kind == "delete":
+                text = text[:start] + text[end:]
+            elif kind == "insert":
+                text = text[:start] + draw(st.sampled_from(tokens)) + text[start:]
+            elif kind == "replace":
+                text = text[:start] + draw(st.sampled_from(tokens)) + text[end:]
+            else:
+                text = text[:start] + text[start:end] * 2 + text[end:]
+        return text
+
+    return edited()
