@@ -93,7 +93,9 @@ def factor_changes(factor_propagation: BasicFactorPropagation, shardings: Sequen
     """Propagate between tensors with ``shardings`` (operands first) along the
     factors of ``rule``; the shardings that change."""
     found = common_mesh(shardings, meshes)
-    if found is None:
+    if found is None or found[1].is_maximal:
+        # Shardy leaves ops alone whose shardings are on different meshes or
+        # on a maximal mesh (the op runs on one device; nothing to shard).
         return ()
     mesh_ref, mesh = found
     projection = ShardingProjection.build(list(shardings[:num_operands]), list(shardings[num_operands:]), rule, mesh)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
+from xlapy.errors import VerifyError
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
 from xlapy.sharding.mesh import Mesh
 from xlapy.sharding.op_sharding_rule import OpShardingRule
@@ -40,6 +41,7 @@ from xlapy.sharding.propagation.call_graph import functions, is_func_call
 from xlapy.sharding.propagation.rules import dims_of, identity_rule, is_elementwise, rule_of
 from xlapy.sharding.tensor_sharding import TensorSharding
 from xlapy.sharding.values import is_implicit, op_results, region_owners, returned_values
+from xlapy.sharding.verify import describe
 
 # Ops whose results (or region arguments) are owners of data-flow edges.
 DATA_FLOW_OPCODES = frozenset({"while", "conditional", "opt-barrier", "sdy.manual_computation",
@@ -203,6 +205,7 @@ class ProgramGraph:
         self.manual_in: dict[int, DataFlowEdge] = {}
         self.unshardable: set[int] = set()
         self._find_edges()
+        self._check_edge_ops()
         self._find_aliases()
         self.unit_of: dict[int, Unit] = {}
         self.units: list[Unit] = []
@@ -286,6 +289,26 @@ class ProgramGraph:
                         edge = self._new_edge(op, i, result, [op.operands[i]])
                         if edge:
                             self.edge_of_operand[(id(op), i)] = edge
+
+    def _check_edge_ops(self) -> None:
+        """Every ``sdy.data_flow_edge`` op must follow a result or region
+        argument of a data-flow op: Shardy's propagation has no owner to look
+        up for any other value (and crashes on it)."""
+        owners: set[int] = set()
+        for computation in self.module.computations:
+            for op in computation.instructions:
+                if op.opcode in DATA_FLOW_OPCODES:
+                    owners.update(id(result) for result in op_results(op))
+                    for region in op.called_computations:
+                        owners.update(id(param) for param in region.parameters)
+        for computation in self.module.computations:
+            for op in computation.instructions:
+                if (op.opcode == "sdy.data_flow_edge" and id(op) not in self.edge_of_store
+                        and not (op.operands and id(op.operands[0]) in owners)):
+                    source = describe(op.operands[0]) if op.operands else "nothing"
+                    raise VerifyError(f"{describe(op)}: its input ({source}) is not a result or region argument "
+                                      "of a data-flow op (while, case, optimization_barrier, named or manual "
+                                      "computation, call), so it has no data-flow edge")
 
     def _manual_computation_edges(self, op: HloInstruction) -> None:
         (body,) = op.called_computations
