@@ -5,8 +5,12 @@ machine swapping) halfway through."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from xlapy.errors import XlapyError
+
+if TYPE_CHECKING:
+    from xlapy.shapes import Shape
 
 LIMIT_VARIABLE = "XLAPY_MAX_BYTES"
 
@@ -56,3 +60,15 @@ def _human(nbytes: int) -> str:
         if nbytes >= scale:
             return f"{nbytes / scale:.3g} {unit} ({nbytes} bytes)"
     return f"{nbytes} bytes"
+
+
+def buffer_bytes(shape: Shape) -> int:
+    """The bytes xlapy allocates for an array of ``shape``: every element of its physical buffer (layout
+    padding included) in whole bytes. This is XLA's ``physical_byte_size`` except for packed layouts
+    (``E(n)``), whose elements xlapy keeps one per byte."""
+    from xlapy.shapes import ELEMENT_TYPES, physical_byte_size, physical_element_count
+
+    layout = shape.layout
+    if layout is None or not layout.element_size_in_bits:
+        return physical_byte_size(shape)
+    return physical_element_count(shape) * ELEMENT_TYPES[shape.element_type].dtype.itemsize

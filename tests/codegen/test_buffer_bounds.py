@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import types
 
 import numpy as np
 import pytest
@@ -178,3 +179,51 @@ def test_unverified_entry_ops_are_checked(body, message):
     module = parse_module("HloModule m\nENTRY e { " + body + " }")
     with pytest.raises(VerifyError, match=message):
         xlapy.compile(module, verify=False)
+
+
+# Three f32 in a buffer tiled by 4: 16 bytes, one of them padding.
+PADDED_BITCAST = "HloModule m\nENTRY e {{ p = f32[3]{{0:T(4)}} parameter(0)  ROOT b = {result} bitcast(p) }}"
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_a_bitcast_that_drops_tile_padding_is_refused(verify):
+    module = parse_module(PADDED_BITCAST.format(result="f32[3]{0}"))
+    with pytest.raises(VerifyError, match=r"bitcast must keep the byte size: f32\[3\]\{0:T\(4\)\} has 16 bytes, "
+                                          r"f32\[3\] has 12"):
+        xlapy.compile(module, verify=verify)
+
+
+def test_a_bitcast_keeping_tile_padding_reads_the_padded_buffer():
+    module = parse_module(PADDED_BITCAST.format(result="f32[4]{0}"))
+    x = np.array([1.5, -2, 7], np.float32)
+    got = xlapy.compile(module)(x)
+    assert got.shape == (4,)
+    np.testing.assert_array_equal(got[:3], x)  # the fourth element is the tile's padding
+
+
+def test_a_bitcast_of_packed_elements_is_unimplemented_not_a_crash():
+    # Two bytes in XLA's packing, but the CPU backend keeps each s4 in a byte of its own.
+    module = parse_module("HloModule m\nENTRY e { p = s4[4]{0:E(4)} parameter(0)  ROOT b = s8[2]{0} bitcast(p) }")
+    with pytest.raises(UnimplementedError, match="packed elements"):
+        xlapy.compile(module)
+
+
+def test_a_kernel_with_another_buffer_count_is_not_run():
+    module = parse_module("""HloModule m
+f { a = f32[4] parameter(0)  ROOT n = f32[4] negate(a) }
+ENTRY e { p = f32[4] parameter(0)  ROOT fusion = f32[4] fusion(p), kind=kLoop, calls=f }
+""")
+    run = xlapy.compile(module)
+    (step,) = run._steps.values()
+    calls = []
+
+    class OneBufferKernel:  # the fusion's input buffer matches; its output buffer is missing
+        signature = types.SimpleNamespace(buffer_sizes=step.kernel.signature.buffer_sizes[:1])
+
+        def __call__(self, *args):
+            calls.append(args)
+
+    step.kernel = OneBufferKernel()
+    with pytest.raises(VerifyError, match="fusion fusion: 2 buffers, its kernel was compiled for 1"):
+        run(np.ones(4, np.float32))
+    assert not calls

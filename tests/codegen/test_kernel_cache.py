@@ -221,3 +221,45 @@ def test_the_source_hash_covers_every_file_of_the_package(tmp_path):
         before = after
     (tmp_path / "indexing" / "a.py").rename(tmp_path / "indexing" / "b.py")
     assert kernel_cache.tree_hash(tmp_path) != before
+
+
+def test_only_refused_object_code_is_recompiled_a_failing_check_is_not_hidden(cache):
+    """An entry that its check refuses with an XlapyError is rebuilt; any other exception is a bug and
+    propagates."""
+    from xlapy.codegen.launch import LaunchDimensions
+    from xlapy.errors import VerifyError
+
+    launch = LaunchDimensions(1, 1, 1)
+    builds = []
+
+    def build():
+        builds.append(1)
+        return b"code", launch
+
+    def load(code):
+        return code
+
+    kernel_cache.cached_kernel("k", build, load)
+    assert len(builds) == 1 and (cache / "k.kernel").is_file()
+
+    def refuse(kernel, launch):
+        raise VerifyError("does not fit")
+
+    clear_memory_cache()
+    with pytest.raises(VerifyError, match="does not fit"):  # the rebuilt kernel is refused too
+        kernel_cache.cached_kernel("k", build, load, refuse)
+    assert len(builds) == 2
+
+    assert not (cache / "k.kernel").exists()  # the refused entry is gone
+    clear_memory_cache()
+    kernel_cache.cached_kernel("k", build, load)
+    assert len(builds) == 3
+
+    def broken(kernel, launch):
+        raise TypeError("a bug in the check")
+
+    clear_memory_cache()
+    with pytest.raises(TypeError, match="a bug in the check"):
+        kernel_cache.cached_kernel("k", build, load, broken)
+    # The entry was read and kept, not silently discarded and rebuilt.
+    assert len(builds) == 3 and (cache / "k.kernel").is_file()

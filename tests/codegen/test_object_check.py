@@ -77,6 +77,14 @@ def _symbol_table(code: bytes) -> tuple[int, int]:
     (lambda c: _patch(c, _relocation_offset(c) + 8, "<Q", 1 << 32 | 2), "kind 2"),  # PC32
     (lambda c: _patch(c, _relocation_offset(c) + 8, "<Q", 1000 << 32 | 1), "outside its symbol table"),
     (lambda c: _patch(c, _relocation_offset(c), "<Q", 1 << 30), "outside its symbol table or section"),
+    # Section 0 as a symbol table whose string table is far past the last section.
+    (lambda c: _patch(_patch(_patch(c, _section_header_offset(c, 0) + 4, "<I", 2), _section_header_offset(c, 0) + 56,
+                             "<Q", 24), _section_header_offset(c, 0) + 40, "<I", 60000), "must be the null section"),
+    (lambda c: _patch(c, _section_header_offset(c, 0) + 40, "<I", 60000), "section 0 has a bad link"),
+    # Code turned into a zero-filled section of 2^60 bytes, which the linker would try to allocate.
+    (lambda c: _patch(_patch(c, _section_header_offset(c, _first(c, 1)) + 4, "<I", 8),
+                      _section_header_offset(c, _first(c, 1)) + 32, "<Q", 1 << 60),
+     "zero-filled sections of more than"),
 ])
 def test_malformed_objects_are_refused(code, edit, message):
     with pytest.raises(VerifyError, match=message):

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import ast
 import io
-import os
+import math
 import re
-import stat
 import struct
 import zipfile
 import zlib
@@ -31,6 +30,7 @@ from typing import IO, Any
 import numpy as np
 
 from xlapy.errors import XlapyError
+from xlapy.files import open_regular_file
 from xlapy.memory import check_bytes
 from xlapy.shapes import ELEMENT_TYPES, Shape, element_type_of_dtype
 
@@ -58,10 +58,8 @@ class Member:
 
     @property
     def nbytes(self) -> int:
-        count = 1
-        for d in self.shape:
-            count *= d
-        return count * self.dtype.itemsize
+        """The bytes of the member's data (an ``.npy`` array has no padding)."""
+        return math.prod(self.shape) * self.dtype.itemsize
 
     def describe(self) -> str:
         return f"{self.key} ({self.dtype.name}{list(self.shape)})"
@@ -195,25 +193,6 @@ class NpzArchive:
         if len(data) != count:
             raise self._error(name, f"truncated: {what} needs {count} bytes, the member has {len(data)}")
         return data
-
-
-def open_regular_file(path: str) -> IO[bytes]:
-    """``path`` opened for reading in binary, refused unless it is a regular
-    file (a FIFO or a device could block or never end)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as e:
-        raise XlapyError(f"cannot read {path}: {e.strerror}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-            raise XlapyError(f"cannot read {path}: {kind}")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 def _peek(file: IO[bytes]) -> bytes:

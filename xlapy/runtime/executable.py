@@ -21,14 +21,13 @@ from xlapy.errors import UnimplementedError, VerifyError, XlapyError
 from xlapy.hlo.arguments import check_argument, check_arguments
 from xlapy.hlo.ir import HloInstruction, HloModule
 from xlapy.hlo.shape_inference import infer_shape, same_shape
-from xlapy.memory import check_bytes
+from xlapy.memory import buffer_bytes, check_bytes
 from xlapy.runtime.kernel_cache import cached_kernel, fingerprint
 from xlapy.runtime.thread_pool import run_blocks
 from xlapy.shapes import (
     ELEMENT_TYPES,
     Shape,
     from_physical,
-    physical_element_count,
     to_physical,
 )
 
@@ -51,9 +50,8 @@ def _dtype(shape: Shape) -> np.dtype:
     return np.dtype(ELEMENT_TYPES[shape.element_type].dtype)
 
 
-def _to_buffer(value: np.ndarray, shape: Shape, name: str = "a constant") -> _Buffer:
-    # The rules of every runner's arguments: nothing changes beyond rounding.
-    array = check_argument(value, shape, name)
+def _to_buffer(array: np.ndarray, shape: Shape) -> _Buffer:
+    """The physical buffer of ``array``, already checked against ``shape`` (``check_argument``)."""
     if _is_default_layout(shape):
         return _Buffer(np.ascontiguousarray(array).reshape(-1), shape)
     return _Buffer(np.ascontiguousarray(to_physical(array, shape)), shape)
@@ -105,8 +103,12 @@ class Executable:
         shapes = fusion_outputs(step.instr)
         outputs = [_Buffer(_allocate(s, f"output of {step.instr.name}"), s) for s in shapes]
         buffers = [b.data for b in operands] + step.constants + [b.data for b in outputs]
-        # The kernel reads and writes exactly the bytes it was compiled for (checked by the kernel too).
-        for index, (buffer, size) in enumerate(zip(buffers, step.kernel.signature.buffer_sizes)):
+        # The kernel reads and writes exactly the buffers and bytes it was compiled for (checked by the kernel too).
+        sizes = step.kernel.signature.buffer_sizes
+        if len(buffers) != len(sizes):
+            raise VerifyError(f"fusion {step.instr.name}: {len(buffers)} buffers, its kernel was compiled for "
+                              f"{len(sizes)}")
+        for index, (buffer, size) in enumerate(zip(buffers, sizes)):
             if buffer.nbytes != size:
                 raise VerifyError(f"fusion {step.instr.name}: buffer {index} has {buffer.nbytes} bytes, its kernel "
                                   f"was compiled for {size}")
@@ -116,23 +118,36 @@ class Executable:
 
 def _allocate(shape: Shape, what: str) -> np.ndarray:
     """An uninitialised physical buffer of ``shape``; a clear error when it cannot exist."""
-    nbytes = physical_element_count(shape) * _dtype(shape).itemsize
+    nbytes = buffer_bytes(shape)
     check_bytes(nbytes, f"the {what} ({shape})")
     try:
-        return np.empty(physical_element_count(shape), _dtype(shape))
+        return np.empty(nbytes // _dtype(shape).itemsize, _dtype(shape))
     except (MemoryError, ValueError) as error:
         raise XlapyError(f"cannot allocate the {what} ({shape}, {nbytes} bytes): {error or 'out of memory'}") \
             from None
 
 
-# The entry ops other than fusions, each ``(instr, operand values, arguments) -> value``.
+def _constant(shape: Shape, literal) -> _Buffer:
+    # The rules of every runner's arguments: nothing changes beyond rounding.
+    return _to_buffer(check_argument(np.asarray(literal), shape, "a constant"), shape)
+
+
+def _bitcast(instr: HloInstruction, operand: _Buffer) -> _Buffer:
+    """The same physical buffer under another shape, which must lay out exactly its bytes."""
+    nbytes = buffer_bytes(instr.shape)
+    if operand.data.nbytes != nbytes:
+        raise VerifyError(f"bitcast {instr.name}: its operand's buffer has {operand.data.nbytes} bytes, "
+                          f"{instr.shape} lays out {nbytes}")
+    return _Buffer(operand.data.view(_dtype(instr.shape)), instr.shape)
+
+
+# The entry ops other than fusions, each ``(instr, operand values, checked arguments) -> value``.
 _ENTRY_OPS = {
-    "parameter": lambda instr, operands, args: _to_buffer(args[instr.parameter_number], instr.shape, instr.name),
-    "constant": lambda instr, operands, args: _to_buffer(np.asarray(instr.literal), instr.shape),
+    "parameter": lambda instr, operands, args: _to_buffer(args[instr.parameter_number], instr.shape),
+    "constant": lambda instr, operands, args: _constant(instr.shape, instr.literal),
     "tuple": lambda instr, operands, args: tuple(operands),
     "get-tuple-element": lambda instr, operands, args: operands[0][instr.attr("index")],
-    # A bitcast reads the same physical buffer under another shape.
-    "bitcast": lambda instr, operands, args: _Buffer(operands[0].data.view(_dtype(instr.shape)), instr.shape),
+    "bitcast": lambda instr, operands, args: _bitcast(instr, operands[0]),
 }
 
 
@@ -195,7 +210,7 @@ def compile(module: HloModule, backend: str = "cpu", *, dump_to: str | None = No
         else:
             cached = cached_kernel(fingerprint(instr, device, _OPTIONS), build, CpuKernel.from_object, check)
             kernel, launch = cached.kernel, cached.launch
-        constants = [_to_buffer(np.asarray(c.literal), c.shape).data for c in instr.fused_computation.instructions
+        constants = [_constant(c.shape, c.literal).data for c in instr.fused_computation.instructions
                      if c.opcode == "constant" and c.shape.dimensions]
         steps[instr] = _FusionStep(instr, kernel, launch.blocks, elements, constants)
     return Executable(module, steps)
@@ -228,6 +243,11 @@ def _check_entry_ops(module: HloModule) -> None:
         if not same_shape(expected, instr.shape):
             raise VerifyError(f"computation {module.entry.name}, instruction {instr.name}: declared {instr.shape}, "
                               f"its {instr.opcode} gives {expected}")
+        if instr.opcode == "bitcast" and buffer_bytes(instr.shape) != buffer_bytes(instr.operands[0].shape):
+            # Equal byte sizes in XLA's packing, but buffers here hold one element per byte.
+            raise UnimplementedError(f"the CPU backend cannot run bitcast {instr.name} from "
+                                     f"{instr.operands[0].shape} to {instr.shape}: packed elements (E(n) "
+                                     "layouts) take a whole byte each in its buffers")
 
 
 def _buffer_sizes(fusion: HloInstruction) -> tuple[int, ...]:
@@ -235,8 +255,7 @@ def _buffer_sizes(fusion: HloInstruction) -> tuple[int, ...]:
     constants = [c.shape for c in fusion.fused_computation.instructions if c.opcode == "constant" and
                  c.shape.dimensions]
     shapes = [op.shape for op in fusion.operands] + constants + fusion_outputs(fusion)
-    # As the kernel and ``_allocate`` size them: whole bytes per element, layout padding included.
-    return tuple(physical_element_count(s) * _dtype(s).itemsize for s in shapes)
+    return tuple(buffer_bytes(s) for s in shapes)
 
 
 def _check_kernel(fusion: HloInstruction, kernel, launch: LaunchDimensions, sizes: tuple[int, ...],

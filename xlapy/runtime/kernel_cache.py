@@ -22,7 +22,6 @@ import functools
 import hashlib
 import json
 import os
-import stat
 import tempfile
 import threading
 from collections.abc import Callable
@@ -30,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xlapy.codegen.launch import Device, LaunchDimensions
+from xlapy.errors import XlapyError
+from xlapy.files import read_regular_file
 from xlapy.hlo.ir import HloInstruction
 from xlapy.hlo.printer import print_computation
 
@@ -151,7 +152,9 @@ def cached_kernel(key: str, build: Callable[[], tuple[bytes, LaunchDimensions]],
             result = CachedKernel(load(entry[0]), entry[1], from_disk=True)
             if check is not None:
                 check(result.kernel, result.launch)
-        except Exception:  # object code that fails to load or to fit is as bad as a bad checksum
+        except (XlapyError, RuntimeError):
+            # Object code that the checks refuse (XlapyError), that LLVM fails to load (RuntimeError) or that
+            # does not fit is as bad as a bad checksum.
             _discard(path)
             result = None
     if result is None:
@@ -165,38 +168,15 @@ def cached_kernel(key: str, build: Callable[[], tuple[bytes, LaunchDimensions]],
     return result
 
 
-def _read_file(path: Path) -> bytes | None:
-    """The bytes of ``path`` if it is a regular file (not a link, FIFO or device) of at most
-    ``MAX_ENTRY_BYTES``; None when there is none. Raises ``ValueError`` for anything else there."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        return None
-    except OSError as error:  # a symbolic link (ELOOP), unreadable, ...
-        raise ValueError(f"cannot open: {error}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError("not a regular file")
-        if info.st_size > MAX_ENTRY_BYTES:
-            raise ValueError("too large")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(MAX_ENTRY_BYTES + 1)
-    except OSError as error:
-        raise ValueError(f"cannot read: {error}") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_ENTRY_BYTES:
-        raise ValueError("too large")
-    return data
-
-
 def _read(path: Path, key: str) -> tuple[bytes, LaunchDimensions] | None:
+    # Not a link, FIFO or device, nor larger than any kernel.
     try:
-        data = _read_file(path)
-        if data is None:
-            return None
+        data = read_regular_file(path, nofollow=True, max_bytes=MAX_ENTRY_BYTES)
+    except XlapyError:
+        if os.path.lexists(path):
+            _discard(path)
+        return None
+    try:
         return _parse(data, key)
     except ValueError:
         _discard(path)

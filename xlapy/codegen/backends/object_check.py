@@ -35,6 +35,10 @@ _HEADER, _SECTION, _SYMBOL, _RELA = struct.Struct("<16sHHIQQQIHHHHHH"), struct.S
 # The relocation kinds of the JIT's large code model (what the backend emits), by machine, with the bytes each
 # writes. Narrower kinds are refused: LLVM aborts the process when their target is out of range.
 # x86-64: 64, PC64. AArch64: ABS64, PREL64, MOVW_UABS_G0_NC, G1_NC, G2_NC, G3.
+# The most bytes all zero-filled (NOBITS) sections may ask the linker to allocate together; the backend's
+# kernels keep no such data, and a corrupt size could make the allocation kill the process.
+_MAX_NOBITS_BYTES = 1 << 24
+
 _RELOCATIONS: dict[int, dict[int, int]] = {
     _EM_X86_64: {1: 8, 24: 8},
     _EM_AARCH64: {257: 8, 260: 8, 264: 4, 266: 4, 268: 4, 269: 4},
@@ -87,13 +91,21 @@ def check_object(data: bytes, machine: int, required: Iterable[str],
             or not 0 < shstrndx < shnum:
         raise _fail("malformed ELF header")
     sections = [_unpack(_SECTION, data, shoff + i * _SECTION.size, f"section header {i}") for i in range(shnum)]
+    if sections[0][1] != 0:
+        raise _fail(f"section 0 has type {sections[0][1]:#x}; it must be the null section")
+    nobits = 0
     for i, (_name_offset, sh_type, flags, _addr, offset, size, link, _info, align, _entsize) in enumerate(sections):
         if sh_type not in _SECTION_TYPES or flags & ~_SECTION_FLAGS:
             raise _fail(f"section {i} has type {sh_type:#x} and flags {flags:#x}, which the backend never emits")
         if sh_type != _SHT_NOBITS and (offset < 0 or offset + size > len(data)):
             raise _fail(f"section {i} ({size} bytes at {offset}) is outside the file")
-        if i and (link >= shnum or align < 1 or align & (align - 1) or align > 1 << 16):
+        if link >= shnum or (i and (align < 1 or align & (align - 1) or align > 1 << 16)):
             raise _fail(f"section {i} has a bad link or alignment")
+        if sh_type == _SHT_NOBITS:
+            nobits += size
+            if nobits > _MAX_NOBITS_BYTES:
+                raise _fail(f"zero-filled sections of more than {_MAX_NOBITS_BYTES} bytes (section {i} has "
+                            f"{size})")
         if sh_type == _SHT_REL:
             raise _fail(f"section {i} has relocations without addends, which the backend never emits")
     for i, section in enumerate(sections):
