@@ -9,18 +9,48 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from xlapy.errors import ParseError
+from xlapy.errors import ParseError, XlapyError
 
 T = TypeVar("T")
 
 # Only ASCII digits are digits (Python's \d and int() also take other scripts' digits).
 INT = re.compile(r"-?[0-9]+")
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# More digits than any integer xlapy reads has (2^128 has 39); longer ones are refused before int(),
+# which is slow on long strings and refuses over 4,300 digits.
+MAX_INT_DIGITS = 40
+# The bound of a token read only for its digit count (its range is checked later, with the type it is for).
+MAX_INT_TOKEN = 10**MAX_INT_DIGITS - 1
+_INT_TEXT = {10: re.compile(r"[+-]?[0-9]+"), 16: re.compile(r"[+-]?(?:0[xX])?[0-9A-Fa-f]+")}
 # Deeper nesting of tuples, parentheses, attributes or regions is refused with a
 # ParseError instead of exhausting Python's stack.
 MAX_NESTING = 100
 _SPACE = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n]*)*", re.S)
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class IntegerError(XlapyError, ValueError):
+    """Text that is not an integer, or one outside the range asked for."""
+
+
+def read_int(text: str, lower: int, upper: int, base: int = 10) -> int:
+    """The value of integer ``text``, which must lie in ``[lower, upper]``.
+
+    ``text`` is an optional sign then ASCII digits of ``base`` (10, or 16 with an optional ``0x``): unlike int(),
+    no other scripts' digits, ``_`` separators or surrounding spaces.
+    """
+    if not _INT_TEXT[base].fullmatch(text):
+        raise IntegerError(f"expected an integer, got {text[:20]!r}")
+    digits = text.lstrip("+-")
+    if base == 16 and digits[:2].lower() == "0x":
+        digits = digits[2:]
+    if len(digits.lstrip("0")) > MAX_INT_DIGITS:
+        raise IntegerError(f"integer too large: {text[:20]}...")
+    value = int(text, base)
+    if not lower <= value <= upper:
+        problem = "too large" if value > upper >= INT64_MAX or value < lower <= INT64_MIN else "out of range"
+        raise IntegerError(f"integer {problem}: {text} is outside [{lower}, {upper}]")
+    return value
 
 
 class Cursor:
@@ -87,15 +117,11 @@ class Cursor:
 
     def checked_int(self, digits: str, pos: int, lower: int = INT64_MIN, upper: int = INT64_MAX,
                     base: int = 10) -> int:
-        """The value of ``digits`` (read at ``pos``), which must lie in ``[lower, upper]``."""
-        # Bound the length before int(): Python refuses to convert over 4,300 digits.
-        if len(digits.lstrip("-+").lstrip("0")) > 40:
-            raise self.error(f"integer too large: {digits[:20]}...", pos)
-        value = int(digits, base)
-        if not lower <= value <= upper:
-            problem = "too large" if value > upper >= INT64_MAX or value < lower <= INT64_MIN else "out of range"
-            raise self.error(f"integer {problem}: {digits} is outside [{lower}, {upper}]", pos)
-        return value
+        """The value of ``digits`` (read at ``pos``), which must lie in ``[lower, upper]`` (see read_int)."""
+        try:
+            return read_int(digits, lower, upper, base)
+        except IntegerError as e:
+            raise self.error(str(e), pos) from None
 
     @contextmanager
     def nested(self, what: str) -> Iterator[None]:

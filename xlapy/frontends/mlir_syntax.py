@@ -29,7 +29,8 @@ import numpy as np
 
 from xlapy.errors import ParseError
 from xlapy.shapes import UNBOUNDED_SIZE, Shape
-from xlapy.syntax import Cursor
+from xlapy.syntax import MAX_INT_TOKEN, Cursor
+from xlapy.syntax import read_int as read_int_text
 
 # -- tokens ----------------------------------------------------------------------
 
@@ -1118,13 +1119,8 @@ def integer_range(element: str) -> tuple[int, int]:
 
 
 def _int_token(token: str, base: int = 10) -> int:
-    """int() of a token, refusing lengths no 64-bit value has (and int() cannot convert)."""
-    digits = token.lstrip("-+")
-    if base == 16:
-        digits = digits[2:]
-    if len(digits.lstrip("0")) > 40:
-        raise ValueError(f"integer too large: {token[:20]}...")
-    return int(token, base)
+    """The value of an integer token; its range is checked later, against the element type it is for."""
+    return read_int_text(token, -MAX_INT_TOKEN, MAX_INT_TOKEN, base)  # an IntegerError is a ValueError
 
 
 def _check_splat_size(type_: TensorType) -> None:

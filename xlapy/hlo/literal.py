@@ -12,13 +12,11 @@ import numpy as np
 
 from xlapy.errors import XlapyError
 from xlapy.shapes import ELEMENT_TYPES, ElementType, Shape, TypeKind
-from xlapy.syntax import MAX_NESTING
+from xlapy.syntax import MAX_INT_TOKEN, MAX_NESTING, IntegerError, read_int
 
 # Decimal numbers as XLA's lexer reads them: ASCII digits, no leading '+' or '.'.
 _TOKEN = re.compile(r"\s*(?:([{}(),])|(-?(?:inf|nan)(?:\(0x[0-9a-fA-F]+\))?)|(true|false)"
                     r"|(-?[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?))")
-# Longer integers than this are out of range for every type (and too long for int()).
-_MAX_DIGITS = 40
 
 
 class LiteralError(XlapyError):
@@ -175,9 +173,11 @@ class _LiteralReader:
         return self._float(token, element)
 
     def _integer(self, token: str) -> int:
-        if len(token.lstrip("-").lstrip("0")) > _MAX_DIGITS:
-            raise self.error(f"integer too large: {token[:20]}...")
-        return int(token)
+        # Bounded by digit count only: the caller checks the range of the type it is for.
+        try:
+            return read_int(token, -MAX_INT_TOKEN, MAX_INT_TOKEN)
+        except IntegerError as e:
+            raise self.error(str(e)) from None
 
     def _float(self, token: str, element: ElementType):
         dtype = element.dtype

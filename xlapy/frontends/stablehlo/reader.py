@@ -53,7 +53,7 @@ from xlapy.frontends.stablehlo_ops.records import (
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
 from xlapy.hlo.attributes import Verbatim
 from xlapy.shapes import Shape
-from xlapy.syntax import Cursor
+from xlapy.syntax import Cursor, IntegerError, read_int
 
 
 class _Scope:
@@ -140,9 +140,10 @@ class Reader:
             if len(values) != 1:
                 raise self.error(f"'%{name}' names {len(values)} results: use '%{name}#N'", pos)
             return values[0], pos
-        if len(index.lstrip("0")) > 18 or int(index) >= len(values):
-            raise self.error(f"'%{name}' has {len(values)} results, there is no #{index[:20]}", pos)
-        return values[int(index)], pos
+        try:
+            return values[read_int(index, 0, len(values) - 1)], pos
+        except IntegerError:
+            raise self.error(f"'%{name}' has {len(values)} results, there is no #{index[:20]}", pos) from None
 
     def operand(self, draft: OpDraft) -> HloInstruction:
         value, pos = self.read_operand(draft)
