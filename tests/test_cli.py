@@ -233,6 +233,24 @@ def test_bad_flag_values_are_one_line_errors(tmp_path, capsys, argv):
     assert f"argument {flag}: " in err
 
 
+@pytest.mark.parametrize(("value", "message"), [
+    ("\u0663", "expected an integer, got '\u0663'"),  # Arabic-Indic 3, which int() reads as 3
+    ("\uff13", "expected an integer, got '\uff13'"),  # fullwidth 3
+    ("1_0", "expected an integer, got '1_0'"), (" 3", "expected an integer"), ("0x3", "expected an integer"),
+    ("9" * 5000, "integer too large"), ("9223372036854775808", "integer too large"),
+])
+def test_integer_flags_take_only_ascii_digits(capsys, value, message):
+    assert main(["layout", "f32[4]", "--max-rows", value]) == 1
+    err = one_line_error(capsys)
+    assert "argument --max-rows: " in err and message in err, err
+
+
+def test_integer_flags_read_ascii_digits():
+    from xlapy.cli import _int_at_least
+
+    assert [_int_at_least(0)(t) for t in ("+0001", "0", "9223372036854775807")] == [1, 0, 2**63 - 1]
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["indexing", "M", "--output-id", "2"], "out has 2 outputs, no output 2"),
     (["indexing", "M", "--instruction", "m", "--output-id", "1"], "m has 1 output, no output 1"),

@@ -21,10 +21,12 @@ class _Parser(argparse.ArgumentParser):
 
 def _int_at_least(low: int):
     def parse(text: str) -> int:
+        from xlapy.syntax import INT64_MAX, INT64_MIN, IntegerError, read_int
+
         try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+            value = read_int(text, INT64_MIN, INT64_MAX)
+        except IntegerError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
         if value < low:
             raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
         return value
@@ -35,13 +37,9 @@ def _int_at_least(low: int):
 
 def _read_text(path: str) -> str:
     """The UTF-8 text of the regular file at ``path``."""
-    from xlapy.runtime.array_files import open_regular_file
+    from xlapy.files import read_regular_file
 
-    try:
-        with open_regular_file(path) as f:
-            data = f.read()
-    except OSError as e:
-        raise XlapyError(f"cannot read {path}: {e.strerror}") from None
+    data = read_regular_file(path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -100,18 +98,18 @@ def _read_module(path: str, verify: bool):
 def _check_memory(module, backend: str) -> None:
     """Refuse a module whose values cannot fit in memory before running it: the
     interpreter materialises every value, the CPU backend those of the entry."""
-    import math
-
-    from xlapy.memory import check_bytes
-    from xlapy.shapes import ELEMENT_TYPES
+    from xlapy.memory import buffer_bytes, check_bytes
+    from xlapy.shapes import ELEMENT_TYPES, UNBOUNDED_SIZE
 
     computations = module.computations if backend == "interpreter" else [module.entry]
 
     def size(shape) -> int:
         if shape.tuple_shapes:
             return sum(size(s) for s in shape.tuple_shapes)
-        dtype = ELEMENT_TYPES[shape.element_type].dtype
-        return 0 if dtype is None else math.prod(shape.dimensions) * dtype.itemsize
+        if ELEMENT_TYPES[shape.element_type].dtype is None or UNBOUNDED_SIZE in shape.dimensions:
+            return 0  # tokens; an unbounded size is only known when running
+        # Physical buffers (padding included) hold at least the logical elements the interpreter keeps.
+        return buffer_bytes(shape)
 
     largest = max((i for c in computations for i in c.instructions), key=lambda i: size(i.shape), default=None)
     if largest is not None:

@@ -32,6 +32,9 @@ def check(value, shape: str, name: str = "p"):
     (np.array([255, 0], np.int64), "u8[2]", np.array([255, 0], np.uint8)),
     (np.uint64(2**64 - 1), "u64[]", np.array(2**64 - 1, np.uint64)),
     (2**63 - 1, "s64[]", np.array(2**63 - 1, np.int64)),
+    # The floats nearest the 64-bit limits that the types still hold.
+    (np.array([-2.0**63, 2.0**63 - 1024]), "s64[2]", np.array([-2**63, 2**63 - 1024], np.int64)),
+    (np.array([0.0, 2.0**64 - 2048]), "u64[2]", np.array([0, 2**64 - 2048], np.uint64)),
     ([[1, 2], [3, 4]], "s32[2,2]", np.array([[1, 2], [3, 4]], np.int32)),
     (True, "pred[]", np.array(True)),
     # ml_dtypes arrays, for their own type and convertible ones.
@@ -65,6 +68,10 @@ def test_conversions_that_keep_every_value(value, shape, expected):
     (np.uint64(2**64 - 1), "s64[]", "holds 18446744073709551615, which is out of range for s64"),
     (2**70, "s64[]", "argument for parameter p is the integer 1180591620717411303424, which no element type holds"),
     (np.array([1.5], ml_dtypes.bfloat16), "s32[1]", "holds 1.5, which s32 cannot hold"),
+    # 2**63 - 1 and 2**64 - 1 are not floats: the bounds must not round up to them.
+    (2.0**63, "s64[]", "holds 9.223372036854776e+18, which s64 cannot hold"),
+    (np.array([2.0**64]), "u64[1]", "holds 1.8446744073709552e+19, which u64 cannot hold"),
+    (np.float32(2.0**31), "s32[]", "holds 2147483648.0, which s32 cannot hold"),
 ])
 def test_conversions_that_would_change_a_value_are_refused(value, shape, message):
     with pytest.raises(XlapyError) as error:

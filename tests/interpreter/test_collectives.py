@@ -92,3 +92,40 @@ ENTRY e {
 }
 """
     assert [int(v) for v in xlapy.evaluate(xlapy.parse_hlo(text))] == [0, 0]
+
+
+@pytest.mark.parametrize("groups, message", [
+    ("[3]<=[4]", "all-reduce r: replica_groups=[3]<=[4]: the iota form needs [groups,size]"),
+    ("[2,2]<=[4]T(5)", "all-reduce r: replica_groups=[2,2]<=[4]T(5): T(5) is not a permutation"),
+    ("[2,2]<=[8]", "all-reduce r: replica_groups=[2,2]<=[8]: 2 groups of 2 are 4 ids, but [8] holds 8"),
+    ("{{0},{x}}", "all-reduce r: replica_groups={{0},{x}} is neither a list of groups"),
+])
+def test_malformed_groups_are_an_error(groups: str, message: str) -> None:
+    module = _module(", replica_count=4", f"f32[4] all-reduce(p), replica_groups={groups}, to_apply=add")
+    with pytest.raises(xlapy.XlapyError) as error:
+        xlapy.evaluate(module, _X)
+    assert message in str(error.value)
+
+
+def test_a_huge_device_count_is_refused_without_listing_the_devices() -> None:
+    module = _module(", replica_count=10000000000", "f32[4] all-reduce(p), replica_groups={}, to_apply=add")
+    with pytest.raises(xlapy.UnimplementedError, match=r"all-reduce r: a group of all 10000000000 replicas "
+                                                       r"\(replica_count=10000000000, num_partitions=1\) is more"):
+        xlapy.evaluate(module, _X)
+    module = _module(", num_partitions=10000000000", "f32[4] collective-permute(p), channel_id=1, "
+                                                     "source_target_pairs={{0,0}}")
+    with pytest.raises(xlapy.UnimplementedError, match="a group of all 10000000000 partitions"):
+        xlapy.evaluate(module, _X)
+
+
+def test_a_device_alone_in_its_group_of_a_huge_layout_keeps_its_value() -> None:
+    module = _module(", replica_count=10000000000", "f32[4] all-reduce(p), replica_groups={{0}}, to_apply=add")
+    np.testing.assert_array_equal(xlapy.evaluate(module, _X), _X)
+
+
+@pytest.mark.parametrize("count", ["0", "1_0", "\u0662", "99999999999999999999", "-1"])
+def test_device_counts_must_be_plain_positive_numbers(count: str) -> None:
+    module = _module(f", replica_count={count}", "f32[4] negate(p)")
+    module.attributes["replica_count"] = count  # as read, whatever the parser accepts
+    with pytest.raises(xlapy.XlapyError, match=f"module m: replica_count={count} is not a device count"):
+        xlapy.evaluate(module, _X)

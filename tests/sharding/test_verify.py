@@ -564,3 +564,31 @@ def test_describe():
       }""")
     ops = [i for i in module.entry.instructions if i.opcode not in ("parameter", "get-tuple-element")]
     assert [describe(i) for i in ops] == ["stablehlo.add %sum", "stablehlo.optimization_barrier %1"]
+
+
+def test_the_interpreter_loads_sharding_types_but_not_propagation_or_frontends():
+    import subprocess
+    import sys
+
+    code = ("import sys, xlapy, xlapy.hlo.shape_inference as s; "
+            "print(sorted(m for m in sys.modules if m.startswith(('xlapy.sharding.propagat', 'xlapy.sharding.rules', "
+            "'xlapy.frontends')))); print(sorted(s.OP_CHECKS))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    # The manual computation's check is registered with the HLO verifier all the same.
+    assert out.stdout.split("\n")[:2] == ["[]", "['sdy.manual_computation']"]
+
+
+def test_exported_functions_stay_functions_when_their_submodules_are_loaded():
+    import types
+
+    import xlapy.sharding
+    import xlapy.sharding.op_sharding_rule
+    import xlapy.sharding.propagate
+    from xlapy.sharding import STRATEGIES, op_sharding_rule, propagate
+    from xlapy.sharding.propagate import STRATEGIES as strategies
+    from xlapy.sharding.propagate import propagate as propagate_function
+    from xlapy.sharding.rules import op_sharding_rule as rule_function
+
+    assert propagate is propagate_function and op_sharding_rule is rule_function and STRATEGIES is strategies
+    assert not isinstance(xlapy.sharding.propagate, types.ModuleType)
+    assert set(xlapy.sharding.__all__) <= set(dir(xlapy.sharding))

@@ -141,7 +141,10 @@ def _check_integral(array: np.ndarray, source: TypeKind, element_type: str, bits
         low, high = 0, (1 << bits) - 1
     if source is TypeKind.FLOAT:
         values = array.astype(np.float64)
-        bad = ~np.isfinite(values) | (values != np.trunc(values)) | (values < low) | (values > high)
+        # high + 1 and low are 0 or powers of two, exact in float64, where high
+        # itself may round up (2**63 - 1 becomes 2**63): compare with high + 1.
+        bad = (~np.isfinite(values) | (values != np.trunc(values)) | (values < float(low))
+               | (values >= float(high + 1)))
         if bad.any():
             culprit = float(values[bad].flat[0])
             raise XlapyError(f"argument for parameter {name} holds {culprit}, which {element_type} cannot hold "

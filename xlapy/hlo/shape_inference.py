@@ -25,9 +25,10 @@ from xlapy.errors import UnimplementedError, VerifyError, XlapyError
 from xlapy.hlo.attributes import PaddingDimension, SliceDimension
 from xlapy.hlo.ir import HloComputation, HloInstruction
 from xlapy.hlo.opcodes import OPCODES
+from xlapy.hlo.replica_groups import parse_replica_groups
 from xlapy.hlo.stablehlo_forms import read_from_stablehlo, region_results, while_condition_and_body
 from xlapy.registry import registrar
-from xlapy.shapes import UNBOUNDED_SIZE, Shape, TypeKind
+from xlapy.shapes import UNBOUNDED_SIZE, Shape, TypeKind, physical_byte_size
 
 ShapeRule = Callable[[HloInstruction], Shape]
 
@@ -1282,8 +1283,16 @@ def _custom_call_results(instr: HloInstruction) -> list[Shape]:
     return list(declared.tuple_shapes)
 
 
-@custom_call_rule("Sharding", "MoveToHost", "MoveToDevice", "annotate_device_placement", "LayoutConstraint",
-                  "xla_python_cpu_callback_identity", "xla.sdy.FuncResultSharding")
+# Targets that only annotate their operands (sharding, placement, memory
+# space) and return them unchanged; and those between a value's global shape
+# and its per-device shard. Runners name their rules of these targets from here.
+PASS_THROUGH_TARGETS = ("Sharding", "MoveToHost", "MoveToDevice", "annotate_device_placement", "LayoutConstraint",
+                        "xla_python_cpu_callback_identity", "xla.sdy.FuncResultSharding")
+SHARD_SHAPE_TARGETS = ("SPMDFullToShardShape", "SPMDShardToFullShape", "xla.sdy.GlobalToLocalShape",
+                       "xla.sdy.LocalToGlobalShape")
+
+
+@custom_call_rule(*PASS_THROUGH_TARGETS)
 def _annotation_call(instr: HloInstruction) -> Shape:
     # Annotations (sharding, memory space, layout): each operand passes through unchanged.
     _at_least(instr, 1)
@@ -1291,8 +1300,7 @@ def _annotation_call(instr: HloInstruction) -> Shape:
     return _one_or_tuple([o.shape for o in instr.operands])
 
 
-@custom_call_rule("SPMDFullToShardShape", "SPMDShardToFullShape", "xla.sdy.GlobalToLocalShape",
-                  "xla.sdy.LocalToGlobalShape")
+@custom_call_rule(*SHARD_SHAPE_TARGETS)
 def _shard_shape_call(instr: HloInstruction) -> Shape:
     # Between a value's global shape and its per-device shard: sizes change, element types and ranks do not.
     _at_least(instr, 1)
@@ -1308,7 +1316,9 @@ def _shard_shape_call(instr: HloInstruction) -> Shape:
 @custom_call_rule("TopK")
 def _topk_call(instr: HloInstruction) -> Shape:
     # XLA:CPU's TopK: the first k of each row (last dimension) in the order of
-    # a comparator of (value, value, index, index), with their s32 indices.
+    # a comparator, with their s32 indices. The comparator is that of the sort
+    # the custom call replaces: of (value, value, index, index) for a sort of
+    # values and their iota, of (value, value) for a sort of the values alone.
     _operand_count(instr, 1)
     operand = _array(instr, 0)
     if not operand.rank:
@@ -1317,7 +1327,8 @@ def _topk_call(instr: HloInstruction) -> Shape:
         _fail(f"custom-call TopK needs one comparator computation (called_computations={{...}}), "
               f"got {len(instr.called_computations)}")
     comparator = instr.called_computations[0]
-    _check_comparator(instr, comparator, [operand.element_type, "s32"], "comparator")
+    types = [operand.element_type] if len(comparator.parameters) == 2 else [operand.element_type, "s32"]
+    _check_comparator(instr, comparator, types, "comparator")
     declared = _declared_tuple(instr, 2)
     values = declared.tuple_shapes[0]
     k = values.dimensions[-1] if values.is_array and values.rank else -1
@@ -1349,24 +1360,34 @@ def _get_tuple_element(instr: HloInstruction) -> Shape:
 
 @shape_rule("bitcast")
 def _bitcast(instr: HloInstruction) -> Shape:
-    # A bitcast reinterprets the buffer: the result must occupy as many bytes.
+    # A bitcast reinterprets the buffer: the result must occupy as many bytes, as the layouts lay them out
+    # (tile and tail padding included).
     _operand_count(instr, 1)
     operand = _array(instr, 0)
     declared = _declared_array(instr)
     before, after = _byte_size(operand), _byte_size(declared)
     if before is not None and after is not None and before != after:
-        _fail(f"bitcast must keep the byte size: {show(operand)} has {before} bytes, {show(declared)} has {after}")
+        _fail(f"bitcast must keep the byte size: {_show_layout(operand)} has {before} bytes, "
+              f"{_show_layout(declared)} has {after}")
     return without_layout(declared)
 
 
 def _byte_size(shape: Shape) -> int | None:
-    count = _element_count(shape)
-    if count is None:
+    """The bytes of ``shape``'s physical buffer; None while a dimension is unbounded."""
+    if _element_count(shape) is None:
         return None
-    bits = shape.layout.element_size_in_bits if shape.layout is not None else 0
-    if bits:
-        return -(-count * bits // 8)
-    return count * shape.type.byte_width
+    try:
+        return physical_byte_size(shape)
+    except XlapyError as error:
+        _fail(f"{shape}: {error}")
+
+
+def _show_layout(shape: Shape) -> str:
+    # The layout only matters to a byte size when it pads or packs.
+    layout = shape.layout
+    plain = layout is None or (not layout.tiles and not layout.element_size_in_bits
+                               and layout.tail_padding_alignment_in_elements == 1)
+    return show(shape) if plain else str(shape)
 
 
 @shape_rule("domain")
@@ -1604,16 +1625,14 @@ def _replica_group_size(instr: HloInstruction) -> int | None:
     """The number of devices in each replica group, when the groups say it:
     ``{{0,1},{2,3}}`` lists them, ``[2,2]<=[4]`` is an iota list of 2 groups of 2;
     ``{}`` (all devices) leaves it unknown."""
-    text = str(instr.attributes.get("replica_groups", "")).strip()
-    iota = re.match(r"\[(\d+(?:,\d+)*)\]<=", text)
-    if iota:
-        dims = [int(v) for v in iota.group(1).split(",")]
-        return dims[-1] if len(dims) == 2 else None
-    groups = re.findall(r"\{([\d,\s]*)\}", text[1:-1]) if text.startswith("{") else []
-    sizes = {len([v for v in g.split(",") if v.strip()]) for g in groups}
-    if len(sizes) > 1:
-        _fail(f"replica_groups {text} of {instr.opcode} have different sizes")
-    return sizes.pop() if sizes and 0 not in sizes else None
+    try:
+        groups = parse_replica_groups(instr.attributes.get("replica_groups"))
+    except XlapyError as e:
+        _fail(f"{instr.opcode}: {e}")
+    size = groups.group_size
+    if size is None and groups.listed and len({len(g) for g in groups.listed}) > 1:
+        _fail(f"replica_groups {groups.text} of {instr.opcode} have different sizes")
+    return size
 
 
 def _collective_arrays(instr: HloInstruction) -> list[Shape]:
@@ -1950,8 +1969,14 @@ def _sdy_manual_computation(instr: HloInstruction) -> Shape:
     return without_layout(declared)
 
 
-def _check_manual_shardings(instr: HloInstruction) -> None:
-    from xlapy.sharding.verify import verify_manual_computation  # the sharding package builds on this one
+# Checks of an op that a package built on this one adds (the sharding
+# verifier registers the manual computation's shardings against its mesh),
+# run after the op's shape rule; keyed by opcode.
+OP_CHECKS: dict[str, Callable[[HloInstruction], None]] = {}
+op_check = registrar(OP_CHECKS, "op checks")
 
-    module = instr.parent.module if instr.parent is not None else None
-    verify_manual_computation(instr, module.meshes if module is not None else {}, "its shardings")
+
+def _check_manual_shardings(instr: HloInstruction) -> None:
+    check = OP_CHECKS.get(instr.opcode)
+    if check is not None:
+        check(instr)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 from xlapy.errors import UnimplementedError
+from xlapy.hlo.shape_inference import PASS_THROUGH_TARGETS, SHARD_SHAPE_TARGETS
 from xlapy.interpreter.registry import rule
 from xlapy.interpreter.sharding_ops import is_global_side
 
@@ -32,13 +33,11 @@ def _same_shape_pass_through(instr, operands, ev):
     return _pass_through(instr, operands, ev)
 
 
-# Targets that only annotate a value (for sharding, placement or memory
-# space) and pass it through unchanged.
+# The interpreter's rule of each custom-call target (the verifier's are
+# shape_inference.CUSTOM_CALL_RULES; the two lists of targets come from there).
 CUSTOM_CALL_TARGETS: dict[str, Callable] = {
-    **dict.fromkeys(["Sharding", "MoveToHost", "MoveToDevice", "annotate_device_placement", "LayoutConstraint",
-                     "xla_python_cpu_callback_identity", "xla.sdy.FuncResultSharding"], _pass_through),
-    **dict.fromkeys(["SPMDFullToShardShape", "SPMDShardToFullShape", "xla.sdy.GlobalToLocalShape",
-                     "xla.sdy.LocalToGlobalShape"], _same_shape_pass_through),
+    **dict.fromkeys(PASS_THROUGH_TARGETS, _pass_through),
+    **dict.fromkeys(SHARD_SHAPE_TARGETS, _same_shape_pass_through),
 }
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+import xlapy.sharding.verify  # noqa: F401  (registers its check of manual computations with the HLO verifier)
 from xlapy.errors import UnimplementedError, XlapyError
 from xlapy.interpreter.registry import rule
 from xlapy.interpreter.spmd import DeviceLayout, Meeting, run_devices

@@ -217,13 +217,16 @@ def sort_along(operands: list[np.ndarray], dimension: int, computation: HloCompu
                ev: Evaluator) -> list[np.ndarray]:
     """``operands`` stably sorted together along ``dimension`` by the comparator ``computation``."""
     moved = [np.moveaxis(np.asarray(x), dimension, -1) for x in operands]  # sorted dimension last
-    perm = None
-    keys = lexicographic_keys(computation, len(operands))
-    if keys is not None:
-        perm = _lexsort_permutation(moved, keys, ev)
-    if perm is None:
-        perm = _merge_sort_permutation(moved, computation, ev)
+    perm = sort_permutation(moved, computation, ev)
     return [np.moveaxis(np.take_along_axis(x, perm, -1), -1, dimension) for x in moved]
+
+
+def sort_permutation(operands: list[np.ndarray], computation: HloComputation, ev: Evaluator) -> np.ndarray:
+    """The stable sorting permutation of each row (last axis) of ``operands``
+    under the comparator ``computation``."""
+    keys = lexicographic_keys(computation, len(operands))
+    perm = _lexsort_permutation(operands, keys, ev) if keys is not None else None
+    return perm if perm is not None else _merge_sort_permutation(operands, computation, ev)
 
 
 @rule("sort")
@@ -249,13 +252,17 @@ def topk(instr: HloInstruction, operands: list[Any], ev: Evaluator) -> Value:
 
 def _topk_custom_call(instr: HloInstruction, operands: list[Any], ev: Evaluator) -> Value:
     """XLA:CPU's ``TopK`` custom call: the first k of each row (last dimension)
-    sorted by the comparator, whose parameters are (value, index) pairs;
-    ties keep the lower index first."""
+    sorted by the comparator, whose parameters are (value, index) pairs or
+    values alone; ties keep the lower index first."""
     values = np.asarray(operands[0])
     _check_topk_custom_call(instr, values)
     k = instr.shape.tuple_shapes[0].dimensions[-1]
+    comparator = instr.called_computations[0]
+    if len(comparator.parameters) == 2:
+        perm = sort_permutation([values], comparator, ev)[..., :k]
+        return np.take_along_axis(values, perm, -1), perm.astype(np.int32)
     positions = np.broadcast_to(np.arange(values.shape[-1], dtype=np.int32), values.shape)
-    ordered, indices = sort_along([values, positions], values.ndim - 1, instr.called_computations[0], ev)
+    ordered, indices = sort_along([values, positions], values.ndim - 1, comparator, ev)
     return ordered[..., :k], indices[..., :k]
 
 
@@ -266,8 +273,8 @@ def _check_topk_custom_call(instr: HloInstruction, values: np.ndarray) -> None:
     problem = None
     if len(instr.operands) != 1 or len(instr.called_computations) != 1:
         problem = "takes one operand and a comparator (called_computations)"
-    elif len(instr.called_computations[0].parameters) != 4:
-        problem = "needs a comparator of four parameters (two values, two indices)"
+    elif len(instr.called_computations[0].parameters) not in (2, 4):
+        problem = "needs a comparator of two parameters (values) or four (two values, two indices)"
     elif values.ndim == 0 or len(shapes) != 2:
         problem = "needs an operand of rank at least 1 and a (values, indices) result"
     else:

@@ -11,13 +11,14 @@ they list replicas, each taken with every partition; with
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from xlapy.errors import UnimplementedError, XlapyError
+from xlapy.hlo.replica_groups import MAX_DEVICES, parse_replica_groups
+from xlapy.syntax import read_int
 
 if TYPE_CHECKING:
     from xlapy.hlo import HloInstruction, HloModule
@@ -49,6 +50,9 @@ class DeviceLayout:
         return divmod(global_id, self.num_partitions)
 
 
+_INT64_MAX = (1 << 63) - 1
+
+
 def _module_count(module: HloModule, hlo_name: str, mlir_name: str) -> int:
     text = module.attributes.get(hlo_name)
     if text is None:
@@ -57,37 +61,26 @@ def _module_count(module: HloModule, hlo_name: str, mlir_name: str) -> int:
         text = getattr(attr, "value", None)
     if text is None:
         return 1
+    text = str(text).strip()
     try:
-        count = int(str(text).strip())
-    except ValueError:
-        raise XlapyError(f"module {module.name}: {hlo_name}={text} is not a number") from None
-    if count < 1:
-        raise XlapyError(f"module {module.name}: {hlo_name}={count} must be at least 1")
-    return count
+        return read_int(text, 1, _INT64_MAX)
+    except XlapyError as e:
+        raise XlapyError(f"module {module.name}: {hlo_name}={text[:40]} is not a device count: {e}") from None
 
 
 def parse_groups(text: Any) -> list[list[int]]:
-    """``replica_groups`` as lists of ids: ``{{0,1},{2,3}}`` or the iota form
-    ``[2,2]<=[4]`` / ``[2,2]<=[2,2]T(1,0)``; ``{}`` (every device in one group) is []."""
-    if isinstance(text, (list, tuple)):
-        return [[int(v) for v in g] for g in text]
-    text = str(text or "").replace(" ", "")
-    if text.startswith("["):
-        return _iota_groups(text)
-    return [[int(v) for v in body.split(",") if v] for body in re.findall(r"\{([^{}]*)\}", text[1:-1])]
+    """``replica_groups`` as lists of ids (see ``xlapy.hlo.replica_groups``);
+    ``{}`` (every device in one group) is []."""
+    return parse_replica_groups(text).groups()
 
 
-def _iota_groups(text: str) -> list[list[int]]:
-    import numpy as np
-
-    shape_text, _, source = text.partition("<=")
-    shape = [int(v) for v in shape_text.strip("[]").split(",")]
-    reshape_text, _, perm = source.partition("T")
-    dims = [int(v) for v in reshape_text.strip("[]").split(",")]
-    ids = np.arange(int(np.prod(dims))).reshape(dims)
-    if perm:
-        ids = ids.transpose([int(v) for v in perm.strip("()").split(",")])
-    return ids.reshape(shape).tolist()
+def _every(count: int, what: str, instr: HloInstruction, layout: DeviceLayout, listed: bool = True) -> list[int]:
+    """``range(count)`` as a list (when ``listed``), for a group of every
+    replica, partition or device; refused beyond ``MAX_DEVICES``."""
+    if count > MAX_DEVICES:
+        raise UnimplementedError(f"{instr.opcode} {instr.name}: a group of all {count} {what} ({layout.describe()}) "
+                                 f"is more than the {MAX_DEVICES} devices the interpreter handles")
+    return list(range(count)) if listed else []
 
 
 # Collectives with a use_global_device_ids attribute (false when absent); with a
@@ -97,21 +90,27 @@ _WITH_GLOBAL_IDS = frozenset({"all-reduce", "all-reduce-start", "all-gather", "a
 
 def participants(instr: HloInstruction, layout: DeviceLayout, device: Device) -> list[Device]:
     """The devices, in group order, that ``device`` meets at the collective ``instr``."""
-    groups = parse_groups(instr.attributes.get("replica_groups"))
+    try:
+        groups = parse_groups(instr.attributes.get("replica_groups"))
+    except XlapyError as e:
+        raise XlapyError(f"{instr.opcode} {instr.name}: {e}") from None
     replica, partition = device
     if instr.attributes.get("use_global_device_ids"):
         count = layout.replica_count * layout.num_partitions
-        ids = _group_of(groups or [list(range(count))], layout.global_id(device), count, instr, layout)
+        ids = _group_of(groups or [_every(count, "devices", instr, layout)], layout.global_id(device), count,
+                        instr, layout)
         return [layout.device_of(i) for i in ids]
     if instr.attributes.get("channel_id") is None:
-        replicas = _group_of(groups or [list(range(layout.replica_count))], replica, layout.replica_count,
-                             instr, layout)
+        replicas = _group_of(groups or [_every(layout.replica_count, "replicas", instr, layout)], replica,
+                             layout.replica_count, instr, layout)
         return [(r, partition) for r in replicas]
     if instr.opcode not in _WITH_GLOBAL_IDS:
-        partitions = _group_of(groups or [list(range(layout.num_partitions))], partition, layout.num_partitions,
-                               instr, layout)
+        partitions = _group_of(groups or [_every(layout.num_partitions, "partitions", instr, layout)], partition,
+                               layout.num_partitions, instr, layout)
         return [(replica, p) for p in partitions]
-    replicas = _group_of(groups or [list(range(layout.replica_count))], replica, layout.replica_count, instr, layout)
+    replicas = _group_of(groups or [_every(layout.replica_count, "replicas", instr, layout)], replica,
+                         layout.replica_count, instr, layout)
+    _every(len(replicas) * layout.num_partitions, "devices of its replicas", instr, layout, listed=False)
     return [(r, p) for r in replicas for p in range(layout.num_partitions)]
 
 
@@ -139,8 +138,11 @@ def permute_peers(instr: HloInstruction, layout: DeviceLayout, device: Device) -
     cross_partition = instr.attributes.get("channel_id") is not None
     me = partition if cross_partition else replica
     count = layout.num_partitions if cross_partition else layout.replica_count
-    peers = [(replica, p) for p in range(count)] if cross_partition else [(r, partition) for r in range(count)]
-    sources = [int(s) for s, t in instr.attributes.get("source_target_pairs", ()) if int(t) == me]
+    every = _every(count, "partitions" if cross_partition else "replicas", instr, layout)
+    peers = [(replica, p) for p in every] if cross_partition else [(r, partition) for r in every]
+    pairs = [(read_int(str(s), 0, _INT64_MAX), read_int(str(t), 0, _INT64_MAX))
+             for s, t in instr.attributes.get("source_target_pairs", ())]
+    sources = [s for s, t in pairs if t == me]
     if len(sources) > 1:
         raise XlapyError(f"collective-permute {instr.name}: device {me} receives from {sources}")
     if not sources:

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from xlapy.errors import VerifyError
 from xlapy.hlo import HloComputation, HloInstruction
+from xlapy.hlo.shape_inference import op_check
 from xlapy.shapes import Shape
 from xlapy.sharding.axis_ref import AxisRef, is_sorted_by_mesh
 from xlapy.sharding.mesh import Mesh, quote
@@ -450,3 +451,11 @@ def _verify_op_shardings(instr: HloInstruction, meshes: Mapping[str, Mesh], wher
     if any(s.mesh_of(meshes) != named[0].mesh_of(meshes) for s in named[1:]):
         raise _fail(where, "result shardings can only be bound to the same mesh or an empty mesh: "
                     + ", ".join(s.body() for _, s, _ in shardings))
+
+
+@op_check(MANUAL_COMPUTATION)
+def _check_manual_computation(instr: HloInstruction) -> None:
+    # The HLO verifier's check of the op, once this module is loaded (the
+    # StableHLO import and the interpreter load it): its shardings against its mesh.
+    module = instr.parent.module if instr.parent is not None else None
+    verify_manual_computation(instr, module.meshes if module is not None else {}, "its shardings")
