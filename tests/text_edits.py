@@ -3,9 +3,12 @@ deleted, duplicated, or replaced by (or preceded by) tokens that break parsers."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from hypothesis import strategies as st
+
+from xlapy.errors import XlapyError
 
 
 def edited_text(sources: Sequence[str], tokens: Sequence[str], *, max_edits: int = 3,
@@ -30,3 +33,14 @@ def edited_text(sources: Sequence[str], tokens: Sequence[str], *, max_edits: int
         return text
 
     return edited()
+
+
+def check_refused_or_round_trips(parse: Callable[[str], Any], show: Callable[[Any], str], text: str) -> None:
+    """``text`` is refused with an ``XlapyError``, or what it reads prints as
+    text that reads back and prints the same."""
+    try:
+        value = parse(text)
+    except XlapyError:
+        return
+    printed = show(value)
+    assert show(parse(printed)) == printed

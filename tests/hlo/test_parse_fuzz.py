@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 
-from tests.text_edits import edited_text
-from xlapy.errors import XlapyError
+from tests.text_edits import check_refused_or_round_trips, edited_text
 from xlapy.hlo import parse_module
 from xlapy.hlo.printer import print_module
 
@@ -50,14 +49,7 @@ NASTY = ["\u0661", "\uff13", "9" * 5000, "(" * 5000, ")" * 5000, "{" * 5000, "["
          "f8e4m3fn", "\u00a0", "\x00", '"', "\\", "_", "x", ":"]
 
 
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(edited_text(SOURCES, NASTY))
 def test_edits_parse_or_raise_xlapy_errors(text: str) -> None:
-    try:
-        module = parse_module(text)
-    except XlapyError:
-        return
-    printed = print_module(module)
-    assert print_module(parse_module(printed)) == printed
+    check_refused_or_round_trips(parse_module, print_module, text)

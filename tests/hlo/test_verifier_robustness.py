@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import xlapy
+from tests.interpreter.test_topk_custom_call import TOPK_TEMPLATE
 from xlapy.errors import VerifyError, XlapyError
 from xlapy.hlo import HloComputation, HloInstruction, HloModule, parse_module, verify
 from xlapy.shapes import Shape, parse_shape
@@ -198,23 +199,8 @@ def test_edited_modules_give_verify_errors_only(data):
 
 # -- custom calls the interpreter runs -------------------------------------------------------------
 
-_TOPK = """HloModule m
-greater {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  i = s32[] parameter(2)
-  j = s32[] parameter(3)
-  ROOT gt = pred[] compare(a, b), direction=GT
-}
-ENTRY e {
-  x = f32[2,6] parameter(0)
-  ROOT t = RESULT custom-call(x), custom_call_target="TopK"CALLED
-}
-"""
-
-
 def test_a_top_k_custom_call_the_verifier_accepts_runs():
-    module = parse_module(_TOPK.replace("RESULT", "(f32[2,3], s32[2,3])")
+    module = parse_module(TOPK_TEMPLATE.replace("RESULT", "(f32[2,3], s32[2,3])")
                           .replace("CALLED", ", called_computations={greater}"))
     x = np.array([[3, 1, 4, 1, 5, 9], [2, 6, 5, 3, 5, 8]], np.float32)
     values, indices = xlapy.evaluate(module, x)
@@ -237,7 +223,7 @@ def test_a_top_k_custom_call_the_verifier_accepts_runs():
                                                     "instruction declares f32[2,3]"),
 ])
 def test_a_top_k_custom_call_the_interpreter_cannot_run_is_refused(result, called, message):
-    text = _TOPK.replace("RESULT", result).replace("CALLED", called).replace("ENTRY", """less {
+    text = TOPK_TEMPLATE.replace("RESULT", result).replace("CALLED", called).replace("ENTRY", """less {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
   i = f32[] parameter(2)

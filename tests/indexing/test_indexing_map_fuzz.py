@@ -32,8 +32,6 @@ NASTY = ["\u0661", "\uff13", "9" * 5000, "(" * 5000, ")" * 5000, "- " * 5000, "9
          "KNOWN EMPTY", "\u00a0"]
 
 
-
-
 def _divisors(expr) -> list[int]:
     if not isinstance(expr, AffineBinaryOpExpr):
         return []

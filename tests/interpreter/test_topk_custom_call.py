@@ -25,7 +25,7 @@ def test_top_k_custom_call_as_xla_cpu_compiles_it(k: int) -> None:
     np.testing.assert_array_equal(got[0].view(np.uint32), np.asarray(expected[0]).view(np.uint32))
 
 
-_TOPK = """HloModule m
+TOPK_TEMPLATE = """HloModule m
 greater {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
@@ -47,7 +47,7 @@ ENTRY e {
     ("f32[2,3]", ", called_computations={greater}"),
 ])
 def test_top_k_custom_call_the_interpreter_cannot_run_is_an_error(result: str, called: str) -> None:
-    module = xlapy.parse_hlo(_TOPK.replace("RESULT", result).replace("CALLED", called))
+    module = xlapy.parse_hlo(TOPK_TEMPLATE.replace("RESULT", result).replace("CALLED", called))
     with pytest.raises(xlapy.XlapyError, match="TopK custom-call t"):
         Evaluator(module).call(module.entry, np.zeros((2, 6), np.float32))
 
@@ -91,7 +91,7 @@ def test_top_k_custom_call_with_a_comparator_of_values_alone_from_xla_cpu() -> N
 
 
 def test_top_k_custom_call_with_a_comparator_of_values_alone_gives_indices() -> None:
-    text = (_TOPK.replace("f32[2,6]", "f32[3,9]").replace("  i = s32[] parameter(2)\n", "")
+    text = (TOPK_TEMPLATE.replace("f32[2,6]", "f32[3,9]").replace("  i = s32[] parameter(2)\n", "")
             .replace("  j = s32[] parameter(3)\n", "")
             .replace("RESULT", "(f32[3,4], s32[3,4])").replace("CALLED", ", called_computations={greater}"))
     module = xlapy.parse_hlo(text)

@@ -22,8 +22,6 @@ NASTY = ["\u0661", "\uff13", "\u0663\u0664", "9" * 5000, "(" * 5000, ")" * 5000,
          "tuple", "token", "\n", " ", "E(", "L(0)", "D(", "f32", "s4", "e", "\x00", "\u00a0"]
 
 
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(edited_text(SOURCES, NASTY, max_span=6))
 def test_edits_parse_or_raise_xlapy_errors(text: str) -> None:
