@@ -4,7 +4,9 @@ machine swapping) halfway through."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from xlapy.errors import XlapyError
@@ -31,6 +33,28 @@ def byte_limit() -> int:
 
 
 def _available_memory() -> int:
+    """What the system reports available, capped by this process's address-space limit."""
+    available = _system_available_memory()
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):
+        return available
+    return available if soft == resource.RLIM_INFINITY else min(available, soft)
+
+
+@contextlib.contextmanager
+def out_of_memory_as_error(what: str) -> Iterator[None]:
+    """A failed allocation that the size checks could not foresee (memory taken
+    by other processes meanwhile, intermediates of a computation) as an ``XlapyError``."""
+    try:
+        yield
+    except MemoryError:
+        raise XlapyError(f"out of memory {what}") from None
+
+
+def _system_available_memory() -> int:
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
             for line in f:

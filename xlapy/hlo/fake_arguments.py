@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from xlapy.hlo.ir import HloInstruction, HloModule
-from xlapy.memory import check_bytes
+from xlapy.memory import check_bytes, out_of_memory_as_error
 from xlapy.shapes import ELEMENT_TYPES, Shape, TypeKind
 
 # Ops through which an index keeps its meaning.
@@ -100,4 +100,5 @@ def make_fake_arguments(module: HloModule, seed: int = 0) -> list[Any]:
                 "random arguments for " + ", ".join(f"{p.name} ({p.shape})" for p in params[:4])
                 + (", ..." if len(params) > 4 else ""))
     random = np.random.default_rng(seed)
-    return [fake_argument(p.shape, random, index_bound(p)) for p in params]
+    with out_of_memory_as_error(f"making random arguments for {module.name}"):
+        return [fake_argument(p.shape, random, index_bound(p)) for p in params]

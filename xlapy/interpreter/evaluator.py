@@ -13,6 +13,7 @@ from xlapy.interpreter.element_kinds import check_element_kinds
 from xlapy.interpreter.numerics import dtype_of, narrow
 from xlapy.interpreter.registry import RULES, Value
 from xlapy.interpreter.spmd import Device, DeviceLayout, Meeting, unsupported
+from xlapy.memory import out_of_memory_as_error
 from xlapy.shapes import Shape
 
 
@@ -154,7 +155,8 @@ def evaluate(module: HloModule, *args: Any, seed: int = 0, verify: bool = True,
         verify_module(module)
     entry = module.entry
     values = check_arguments(args, entry.parameters, entry.name)
-    return Evaluator(module, seed=seed, max_while_iterations=max_while_iterations).call(entry, *values)
+    with out_of_memory_as_error(f"evaluating {module.name}"):
+        return Evaluator(module, seed=seed, max_while_iterations=max_while_iterations).call(entry, *values)
 
 
 def _argument(value: Any, shape: Shape, name: str) -> Value:

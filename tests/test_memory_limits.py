@@ -1,0 +1,51 @@
+"""Allocations that cannot succeed: foreseen by the size checks where possible
+(the system's available memory and this process's address-space limit), and
+an XlapyError, not a MemoryError, where they fail anyway."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.hlo import fake_arguments
+from xlapy.hlo.fake_arguments import make_fake_arguments
+from xlapy.interpreter.registry import RULES
+
+
+def test_the_byte_limit_is_within_the_address_space_limit():
+    script = """
+import resource
+from xlapy.memory import byte_limit
+limit = 3 << 30
+resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+print(byte_limit() <= limit)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                            env={"PATH": "/usr/bin:/bin"})
+    assert result.stdout.strip() == "True", result.stderr
+
+
+def test_a_failed_allocation_while_evaluating_is_an_xlapy_error(monkeypatch):
+    module = xlapy.parse_hlo("HloModule m\nENTRY e { p = f32[4] parameter(0)  ROOT n = f32[4] negate(p) }")
+
+    def no_memory(*args):
+        raise MemoryError
+
+    monkeypatch.setitem(RULES, "negate", no_memory)
+    with pytest.raises(xlapy.XlapyError, match=r"^out of memory evaluating m$"):
+        xlapy.evaluate(module, np.zeros(4, np.float32))
+
+
+def test_a_failed_allocation_of_random_arguments_is_an_xlapy_error(monkeypatch):
+    module = xlapy.parse_hlo("HloModule m\nENTRY e { p = f32[4] parameter(0)  ROOT n = f32[4] negate(p) }")
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(fake_arguments, "fake_argument", no_memory)
+    with pytest.raises(xlapy.XlapyError, match=r"^out of memory making random arguments for m$"):
+        make_fake_arguments(module)
