@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -484,3 +485,23 @@ def test_layout_refuses_pictures_too_large_to_draw(capsys):
 
     assert main(["layout", "u8[100000,100000]{1,0:T(2,2)}", "--max-rows", "1000000"]) == 1
     assert f"would have {100000 * 32} cells, more than {MAX_CELLS}" in one_line_error(capsys)
+
+
+@pytest.mark.parametrize(("output", "message"), [("missing_dir/y.npz", "No such directory missing_dir"),
+                                                 (".", "Is a directory")])
+def test_an_output_that_cannot_be_written_is_refused_before_running(tmp_path, monkeypatch, capsys, output, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.hlo").write_text("HloModule m\nENTRY e { p = f32[4] parameter(0)  ROOT n = f32[4] negate(p) }")
+    assert main(["run", "m.hlo", "--backend", "interpreter", "--output", output]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"xlapy: error: cannot write {output}: {message}\n"
+
+
+def test_sums_of_infinities_print_nan_without_a_warning(tmp_path, capsys):
+    path = tmp_path / "m.hlo"
+    path.write_text("HloModule m\nENTRY e { ROOT c = f32[2] constant({inf, -inf}) }")
+    assert main(["run", str(path), "--backend", "interpreter"]) == 0
+    out, err = capsys.readouterr()
+    crc = zlib.crc32(np.array([np.inf, -np.inf], np.float32).tobytes())
+    assert (out, err) == (f"c: f32[2] [inf, -inf] sum=nan crc32={crc:08x}\n", "")

@@ -134,8 +134,9 @@ def _summary(label: str, array) -> str:
     shape = f"{element_type_of_dtype(array.dtype).name}[{','.join(map(str, array.shape))}]"
     flat = np.asarray(array).reshape(-1)
     shown = ", ".join(str(v) for v in flat[:6].tolist()) + (", ..." if flat.size > 6 else "")
-    total = float(np.sum(flat.astype(np.complex128 if flat.dtype.kind == "c" else np.float64)).real) \
-        if flat.size else 0.0
+    with np.errstate(all="ignore"):  # inf - inf in the sum is a NaN to print, not a warning
+        total = float(np.sum(flat.astype(np.complex128 if flat.dtype.kind == "c" else np.float64)).real) \
+            if flat.size else 0.0
     crc = zlib.crc32(np.ascontiguousarray(flat).tobytes())
     return f"{label}: {shape} [{shown}] sum={total:.6g} crc32={crc:08x}"
 
@@ -150,6 +151,8 @@ def _run(args: argparse.Namespace) -> None:
         raise XlapyError("--dump-to and --compare need --backend cpu")
     if args.backend != "interpreter" and args.max_while_iterations is not None:
         raise XlapyError("--max-while-iterations needs --backend interpreter")
+    if args.output:
+        _check_writable(args.output)
     # Verified once, as it is read: not again by compile or on every --bench run.
     module = _read_module(args.file, not args.no_verify)
     _check_memory(module, args.backend)
@@ -182,6 +185,20 @@ def _run(args: argparse.Namespace) -> None:
         from xlapy.runtime.array_files import write_arrays
 
         write_arrays(args.output, {f"out{i}": np.asarray(a) for i, (_, a) in enumerate(outputs)})
+
+
+def _check_writable(path: str) -> None:
+    """Refuse an output path that cannot be written before running anything, so
+    that an error never follows printed results."""
+    import os
+
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(path):
+        raise XlapyError(f"cannot write {path}: Is a directory")
+    if not os.path.isdir(folder):
+        raise XlapyError(f"cannot write {path}: No such directory {folder}")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise XlapyError(f"cannot write {path}: Permission denied")
 
 
 def _compare(module, inputs, outputs) -> None:
