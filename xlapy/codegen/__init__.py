@@ -1,2 +1,2 @@
-"""Code generation for fusions (SPEC.md §4): HLO → the ``xla`` MLIR dialect
+"""Code generation for fusions (XLA's docs/emitters.md): HLO → the ``xla`` MLIR dialect
 (xDSL objects) → progressively lowered IR → LLVM, like XLA's emitters."""

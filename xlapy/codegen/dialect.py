@@ -1,6 +1,6 @@
 """The ``xla`` dialect: XLA's ``xla``/``xla_gpu`` ops (``xla_ops.td``,
 ``xla_gpu_ops.td``) as xDSL operations, with the custom assembly formats of
-SPEC.md §4.7 ([A71]-[A78], with the prefix ``xla.`` instead of ``xla_gpu.``).
+XLA's docs/emitters.md (its MLIR examples, with the prefix ``xla.`` instead of ``xla_gpu.``).
 
 - ``#xla.indexing_map<"...">`` carries an ``IndexingMap`` in XLA's one-line text;
 - ``#xla.layout<[minor, ..., major]>`` is the ``encoding`` of a tensor whose
@@ -241,7 +241,7 @@ class LoopOp(IRDLOperation):
 
     @staticmethod
     def _name_block_args(indexing_map: IndexingMap, block: Block) -> None:
-        """Names as in SPEC [A71]: the range variables' names, ``dim<i>``, ``iter``."""
+        """Names as in XLA's emitter dumps: the range variables' names, ``dim<i>``, ``iter``."""
         ranges = len(indexing_map.range_vars)
         for arg, var in zip(block.args, indexing_map.range_vars):
             if var.name and SSAValue.is_valid_name(var.name):

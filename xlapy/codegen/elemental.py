@@ -1,4 +1,4 @@
-"""Elemental emission (SPEC.md §4.4, XLA's elemental_hlo_to_mlir): the value
+"""Elemental emission (XLA's elemental_hlo_to_mlir; docs/emitters.md): the value
 of an HLO instruction at given output indices, as arith/math/tensor ops.
 
 One rule per opcode in ``ELEMENTAL`` (``rule(em, instr, indices) -> value``).
@@ -197,7 +197,7 @@ def buffer_arguments(partitioned: PartitionedComputation) -> list[HloInstruction
 
 
 def emit_subgraph_function(partitioned: PartitionedComputation, subgraph: Subgraph) -> func.FuncOp:
-    """``func.func private @name(params..., indices...) -> (root element types)`` (SPEC.md §4.5)."""
+    """``func.func private @name(params..., indices...) -> (root element types)`` (XLA's docs/emitters.md)."""
     buffers = buffer_arguments(partitioned)
     param_types = [tensor_type(p.shape, p.name) for p in buffers]
     rank = subgraph.index_rank
@@ -320,7 +320,7 @@ def _dynamic_slice(em: FunctionEmitter, instr: HloInstruction, indices: Indices)
 
 @elemental_rule("gather")
 def _gather(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
-    """A canonical gather (SPEC.md §4.4.3): row ``d0`` of the indices holds the
+    """A canonical gather (XLA's docs/emitters.md): row ``d0`` of the indices holds the
     start of the slice, clamped so the slice stays inside the operand."""
     operand, starts = instr.operands
     rank = len(operand.shape.dimensions)

@@ -1,7 +1,7 @@
 """MLIR text in and out: ``parse_mlir`` reads a module written with the
 dialects codegen uses (builtin, func, arith, math, complex, scf, tensor,
 vector, gpu, llvm, xla); ``print_mlir`` prints one, optionally with ``#map`` aliases for
-the indexing maps as XLA's dumps (SPEC.md [A71]-[A78]) show them."""
+the indexing maps as XLA's dumps (the examples of XLA's docs/emitters.md) show them."""
 
 from __future__ import annotations
 

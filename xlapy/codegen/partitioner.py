@@ -1,4 +1,4 @@
-"""The computation partitioner (SPEC.md §4.3, XLA's computation_partitioner).
+"""The computation partitioner (XLA's computation_partitioner; docs/emitters.md).
 
 A fused computation is split into subgraphs, each of which can be emitted as
 one function computing its roots at one set of indices:
@@ -12,11 +12,11 @@ Parameters belong to no subgraph: functions read them with
 ``tensor.extract``. The roots of the computation (the operands of a root
 tuple) form the first subgraph together.
 
-One more rule gives SPEC.md's [A69] result (``log``/``transpose``/``add`` in
+One more rule gives the partition of XLA's docs/emitters.md example (``log``/``transpose``/``add`` in
 three functions): an index-changing instruction (not elementwise) that reads
 another subgraph's value roots a subgraph of its own, so that functions call
 each other only at their own indices. Today's XLA keeps such an instruction
-with its user (two functions for [A69]); the calls are inlined either way.
+with its user (two functions for the emitters document's example); the calls are inlined either way.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def _function_name(computation: HloComputation, root: HloInstruction, first: boo
 
 
 def partition(computation: HloComputation) -> PartitionedComputation:
-    """Partitions ``computation`` by SPEC.md §4.3's rules."""
+    """Partitions ``computation`` by the rules of XLA's computation partitioner."""
     forced: set[HloInstruction] = set()
     while True:
         partitioned = _partition(computation, forced)

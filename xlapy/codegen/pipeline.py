@@ -1,4 +1,4 @@
-"""The compilation pipeline of one fusion (SPEC.md §4.7, XLA's emitter_base):
+"""The compilation pipeline of one fusion (XLA's emitter_base; docs/emitters.md):
 emitter → MLIR passes → LLVM → native code, with the MLIR written after each
 pass whose name matches the dump regex.
 

@@ -1,4 +1,4 @@
-"""Indexing analysis (SPEC.md §3): indexing maps between the indices of HLO
+"""Indexing analysis (XLA's docs/indexing.md): indexing maps between the indices of HLO
 values, their simplifier, and what is computed from them (operand
 utilization, read coalescing, tile propagation)."""
 

@@ -485,7 +485,7 @@ class ExprParser:
         if kind == "int":
             self._take()
             value = const(self.cursor.checked_int(text, at, 0, _MAX_CONSTANT))
-            # ``16d0`` (the notation of SPEC.md's simplifier examples) is ``16 * d0``.
+            # ``16d0`` (the notation of XLA's simplifier examples) is ``16 * d0``.
             word = IDENT.match(self.cursor.text, self.cursor.pos)
             if word and word.group() in self.names:
                 return mul(self._operand(), value)

@@ -1,4 +1,4 @@
-"""Read coalescing (SPEC.md §3.1.1): whether consecutive output elements read
+"""Read coalescing (XLA's docs/indexing.md): whether consecutive output elements read
 consecutive (or the same) input elements in memory, layouts included."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Indexing maps of HLO instructions: the per-op rules for single ops, and for
 fusions the composition of those rules through the fused computation
-(SPEC.md §3.4)."""
+(XLA's docs/indexing.md)."""
 
 from __future__ import annotations
 

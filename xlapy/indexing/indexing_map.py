@@ -1,6 +1,6 @@
 """IndexingMap: an affine map from the indices of one tensor to the indices of
 another, with the bounds of its variables and constraints on its domain
-(SPEC.md §3.2), printed and parsed in XLA's syntax."""
+(XLA's docs/indexing.md), printed and parsed in XLA's syntax."""
 
 from __future__ import annotations
 
@@ -237,7 +237,7 @@ class IndexingMap:
 
     def to_string(self, multiline: bool = True) -> str:
         """The map in XLA's syntax; ``multiline`` puts ``domain:`` and each
-        bound on its own line, as SPEC.md §3 prints them."""
+        bound on its own line, as XLA's docs/indexing.md prints them."""
         if self.affine_map is None:
             return "UNDEFINED"
         if self._known_empty:
@@ -474,7 +474,7 @@ class IndexingMap:
 
     def simplify(self) -> IndexingMap:
         """The map with its expressions and constraints rewritten using the
-        ranges of their variables (SPEC.md §3.5)."""
+        ranges of their variables (XLA's docs/indexing.md)."""
         from xlapy.indexing.simplifier import simplify_map
 
         return simplify_map(self)
@@ -483,7 +483,7 @@ class IndexingMap:
 
     @staticmethod
     def parse(text: str) -> IndexingMap:
-        """Reads a map in XLA's syntax (SPEC.md §3's form, any whitespace)."""
+        """Reads a map in XLA's syntax (any whitespace)."""
         return _parse(Cursor(text))
 
 

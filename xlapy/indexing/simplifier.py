@@ -1,4 +1,4 @@
-"""The range-aware simplifier of indexing maps (SPEC.md §3.5).
+"""The range-aware simplifier of indexing maps (XLA's docs/indexing.md).
 
 MLIR's own folds cannot assume anything about the values of variables; these
 rewrites use the bounds of the variables (and of the sub-expressions, by
@@ -312,7 +312,7 @@ class ExprSimplifier:
 
 
 def _narrow_constraint_once(simplifier: ExprSimplifier, expr: AffineExpr, bounds: Interval):
-    """Rule 1 of SPEC.md §3.5.1: ``lb <= x (+, *, floordiv) c <= ub`` becomes
+    """The first rule of XLA's range-aware simplification: ``lb <= x (+, *, floordiv) c <= ub`` becomes
     bounds on ``x``. Returns the new ``(expr, bounds)`` or None."""
     if not isinstance(expr, AffineBinaryOpExpr):
         return None

@@ -1,4 +1,4 @@
-"""Tile propagation (SPEC.md §3.1.3): from a tile of an output (offsets,
+"""Tile propagation (XLA's docs/indexing.md): from a tile of an output (offsets,
 sizes, strides) to the tiles of the operands it needs, through whole
 fusions."""
 

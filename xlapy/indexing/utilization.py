@@ -1,4 +1,4 @@
-"""Operand utilization (SPEC.md §3.1.2): how much of each operand is read
+"""Operand utilization (XLA's docs/indexing.md): how much of each operand is read
 when the whole output of an instruction or fusion is computed."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The CPU backend: the final xDSL module (after `lower-tensors`) → LLVM IR (llvmlite) → O3 → MCJIT → ctypes.
 
-The GPU execution model is mapped onto the CPU (ARCHITECTURE.md): the entry function `@main(%p0: !llvm.ptr, ...)`
+The GPU execution model is mapped onto the CPU: the entry function `@main(%p0: !llvm.ptr, ...)`
 becomes `void @main(ptr %buffers, i64 %block_begin, i64 %block_end)`. `%buffers` is an array of buffer pointers
 (the entry function's pointer arguments in order: params, then outputs). Its body runs in two loops: blocks
 `bl` over [block_begin, block_end) and threads `th` over [0, threads), where `gpu.block_id x` is `bl` and

@@ -1,1 +1,1 @@
-"""Hero-based emitters: one module per hero (SPEC.md §4.1)."""
+"""Hero-based emitters: one module per hero (XLA's docs/emitters.md)."""

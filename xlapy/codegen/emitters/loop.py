@@ -1,7 +1,7 @@
-"""The loop emitter (SPEC.md §4.7.1, XLA's loop.h): the default emitter of a
+"""The loop emitter (XLA's loop.h; docs/emitters.md): the default emitter of a
 fusion. One ``xla.loop`` over the thread/block/vector map walks the output
 linearly; each iteration calls the root subgraph and ``tensor.insert``s its
-results into the output tensors (SPEC.md §4.6's entry function)."""
+results into the output tensors (the entry function of XLA's emitters)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``flatten-tensors`` (SPEC.md §4, [A73] → [A74]; XLA's ``flatten_tensors.cc``).
+"""``flatten-tensors`` (one step of the example in XLA's docs/emitters.md; XLA's ``flatten_tensors.cc``).
 
 Every ranked tensor becomes the 1-D ``tensor<NxT>`` of its elements in
 physical order (the ``#xla.layout`` encoding's minor-to-major order, row-major
@@ -9,8 +9,8 @@ when absent), so that every later access is a plain offset into a buffer.
   ``xla.apply_indexing`` of the linearization ``sum(idx[d] * stride[d])``.
   Indices that are results of an ``xla.apply_indexing`` are folded into it:
   the new map takes that op's operands (all as dimensions: the folded map's
-  symbols become dimensions, as XLA's canonicalizer does, see [A74]) and is
-  simplified with their ranges, so [A73]'s three maps become
+  symbols become dimensions, as XLA's canonicalizer does, see the emitters document's example) and is
+  simplified with their ranges, so the emitters document's example's three maps become
   ``(th_x, bl_x, vector_index) -> (bl_x * 512 + th_x * 4 + vector_index)``.
 - Then every type changes: block arguments (functions, ``scf.for``,
   ``xla.loop``), op results (``scf.if``/``scf.for`` results,
@@ -192,7 +192,7 @@ def _dominates(op: Operation, user: Operation) -> bool:
 
 class _Linearizer:
     """Creates the index ops before their users, reusing an equal op that
-    dominates the user (the extract and insert of [A74] share ``%dim``)."""
+    dominates the user (the extract and insert of the emitters document's example share ``%dim``)."""
 
     def __init__(self) -> None:
         self._made: dict[tuple, list[Operation]] = {}
@@ -367,7 +367,7 @@ def flatten_tensors(module: ModuleOp) -> None:
     ]
     for op in accesses:
         _ACCESS_REWRITES[type(op)](op, linearizer)
-    # The folded index ops are usually dead now ([A74] has none left).
+    # The folded index ops are usually dead now (the emitters document's example has none left).
     for op in dict.fromkeys(linearizer.folded):
         if op.parent is not None and not any(r.uses for r in op.results):
             Rewriter.erase_op(op)

@@ -1,6 +1,6 @@
-"""``inline`` (SPEC.md [A71] → [A72]): MLIR's inliner with the rule XLA's
+"""``inline`` (one step of the example in XLA's docs/emitters.md): MLIR's inliner with the rule XLA's
 ``xla`` dialect inliner interface applies (``xla_dialect.cc``/
-``xla_gpu_dialect.cc``), restricted as SPEC §4.7.1 states it: a call of a
+``xla_gpu_dialect.cc``), restricted as XLA's emitters document states it: a call of a
 private function that is called from exactly one place in the module is
 replaced by the function's body; a function called twice or more stays a
 function (so its code is not duplicated). Afterwards private functions
@@ -56,7 +56,8 @@ def _inline(call: Operation, function: func.FuncOp) -> None:
     results = list(terminator.arguments)
     hints = [v.name_hint for v in results]
     Rewriter.replace_op(call, [], results)
-    for value, hint in zip(results, hints):  # keep the callee's names, as [A72] shows (`%8`, not `%pure_call`)
+    # Keep the callee's names, as the emitters document's example shows (`%8`, not `%pure_call`).
+    for value, hint in zip(results, hints):
         value.name_hint = hint
     Rewriter.erase_op(terminator)
     _hoist_constants(constants)
@@ -64,7 +65,7 @@ def _inline(call: Operation, function: func.FuncOp) -> None:
 
 def _hoist_constants(constants: list[arith.ConstantOp]) -> None:
     """Moves inlined constants to the top of the caller, merging equal ones,
-    as MLIR's inliner does when it folds the inlined code (see [A72])."""
+    as MLIR's inliner does when it folds the inlined code (see the emitters document's example)."""
     if not constants:
         return
     caller = constants[0].parent_op()

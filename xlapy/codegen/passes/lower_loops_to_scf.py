@@ -1,4 +1,4 @@
-"""``lower-xla-loops-to-scf`` (SPEC.md [A72] → [A73]; XLA's
+"""``lower-xla-loops-to-scf`` (one step of the example in XLA's docs/emitters.md; XLA's
 ``lower_xla_gpu_to_scf.cc``, pattern ``LowerXlaGpuLoopsToScf``).
 
 An ``xla.loop`` becomes one ``scf.for`` per range variable of its map (first
@@ -8,7 +8,7 @@ iter values threaded through ``iter_args``). In the innermost loop the point
 
 - each dimension operand ``d`` with bounds ``[lo, hi]``:
   ``arith.cmpi sge, d, lo`` and ``arith.cmpi sle, d, hi`` joined by ``arith.andi``
-  (always, as in [A73]; a later pass folds what ``xla.range`` already implies);
+  (always, as in the emitters document's example; a later pass folds what ``xla.range`` already implies);
 - each constraint ``e in [lo, hi]``: ``e`` computed by an
   ``xla.apply_indexing`` of a one-result map and checked the same way, unless
   the variables' bounds already imply it;

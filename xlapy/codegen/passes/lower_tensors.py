@@ -1,4 +1,5 @@
-"""`lower-tensors`: tensors become pointers, tensor accesses become LLVM loads and stores (SPEC [A77]).
+"""`lower-tensors`: tensors become pointers, tensor accesses become LLVM loads and stores
+(as in XLA's docs/emitters.md).
 
 Input: the IR after flattening, vectorization, unrolling and apply-indexing lowering. Every tensor is 1-D
 (or 0-D) and lives in a buffer passed to the entry function. Tensors are never created inside a kernel, so

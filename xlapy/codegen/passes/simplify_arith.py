@@ -5,7 +5,7 @@ Ranges come from ``xla.range`` on thread and block ids, from ``scf.for``
 bounds for induction variables and from constants. After
 ``lower-xla-loops-to-scf`` the in-domain check of the loop emitter's
 ``xla.loop`` compares thread and block ids against their own bounds; folding
-it exposes the loop body to vectorization ([A73] → [A74]).
+it exposes the loop body to vectorization (the emitters document's example → the emitters document's example).
 """
 
 from __future__ import annotations

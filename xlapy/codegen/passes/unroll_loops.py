@@ -1,4 +1,4 @@
-"""``unroll-loops`` (SPEC.md §4, [A75] → [A76]; the unrolling half of XLA's
+"""``unroll-loops`` (one step of the example in XLA's docs/emitters.md; the unrolling half of XLA's
 ``optimize_loops.cc``).
 
 An ``scf.for`` with constant bounds and step is replaced by one copy of its

@@ -1,7 +1,7 @@
 """``vectorize-lanes`` (the CPU pipeline only, after ``lower-apply-indexing``,
 ``cse`` and ``canonicalize``): loops over vector lanes into vector ops.
 
-On the CPU ``vector_index`` maps onto SIMD lanes (ARCHITECTURE.md). After
+On the CPU ``vector_index`` maps onto SIMD lanes. After
 ``vectorize-loads-stores`` a thread's body is one ``vector.transfer_read`` per
 input, a loop ``scf.for %iv = 0 to W`` whose iteration ``k`` computes lane
 ``k`` from ``vector.extract %v[%iv]`` to ``vector.insert %x, %acc [%iv]``

@@ -1,4 +1,4 @@
-"""``vectorize-loads-stores`` (SPEC.md §4, [A74] → [A75]; XLA's
+"""``vectorize-loads-stores`` (one step of the example in XLA's docs/emitters.md; XLA's
 ``vectorize_loads_stores.cc``).
 
 In an ``scf.for %iv = 0 to N step 1`` (N a constant power of two, 2 to 64)
@@ -368,7 +368,7 @@ class _LoopVectorizer:
             folded = _fold_index(index, self.loop, size, op.dest.type)
             if folded is None or not folded.is_contiguous(size):
                 return
-        # The same order of hoisted ops as [A75]: the zero vector, then the base index.
+        # The same order of hoisted ops as the emitters document's example: the zero vector, then the base index.
         is_float = isinstance(vector_type.element_type, AnyFloat)
         zero = DenseIntOrFPElementsAttr.from_list(vector_type, [0.0 if is_float else 0])
         init = self._insert_before_loop(arith.ConstantOp(zero)).results[0]
@@ -414,8 +414,8 @@ class _LoopVectorizer:
             self.vectorize_store(op)
         for op in _direct_ops(self.loop.body.block, tensor.ExtractOp):
             self.vectorize_load(op)
-        # The per-iteration indices of the rewritten accesses are dead now ([A75] has none); users first, so that
-        # the indices a folded chain was computed from go too.
+        # The per-iteration indices of the rewritten accesses are dead now (the emitters document's example has
+        # none); users first, so that the indices a folded chain was computed from go too.
         for op in reversed(_direct_ops(self.loop.body.block, ApplyIndexingOp)):
             if not any(result.uses for result in op.results):
                 Rewriter.erase_op(op)

@@ -1,4 +1,4 @@
-"""Indexing maps of single HLO ops (SPEC.md §3.3), both directions, one rule
+"""Indexing maps of single HLO ops (XLA's docs/indexing.md), both directions, one rule
 per opcode in ``registry.py``'s tables. Fusions are composed on top of these
 (``xlapy.indexing.hlo_indexing``).
 

@@ -1,4 +1,4 @@
-"""Ops whose indices depend on runtime values (SPEC.md §3.3.4–§3.3.6):
+"""Ops whose indices depend on runtime values (XLA's docs/indexing.md):
 dynamic-slice, dynamic-update-slice, and the canonical forms of gather and
 scatter. Each runtime offset becomes a runtime variable ``rt`` bounded by the
 offsets that keep the slice in bounds (XLA clamps to them), unless it is a

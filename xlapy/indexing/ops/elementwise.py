@@ -1,4 +1,4 @@
-"""Elementwise ops (SPEC.md §3.3.1): every output element reads the operand
+"""Elementwise ops (XLA's docs/indexing.md): every output element reads the operand
 elements at the same index, so both directions are identities. A scalar
 operand of an array op (select's predicate, clamp's bounds) is read whole by
 every output element. ``bitcast-convert`` between types of different widths

@@ -1,5 +1,4 @@
-"""Data-movement ops (SPEC.md §3.3.2, §3.3.7–§3.3.8, §3.3.10–§3.3.13,
-§3.3.15): each output element is one operand element at an affine (or, for
+"""Data-movement ops (XLA's docs/indexing.md): each output element is one operand element at an affine (or, for
 reshapes, delinearised) index, or the padding value."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Ops where an output element reads a range of input elements (SPEC.md
-§3.3.9, §3.3.14, §3.3.16): reduce, reduce-window, convolution, dot, and
+"""Ops where an output element reads a range of input elements (XLA's
+docs/indexing.md): reduce, reduce-window, convolution, dot, and
 sort. The range is a range variable ``s``; init values are read whole."""
 
 from __future__ import annotations
