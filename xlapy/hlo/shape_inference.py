@@ -389,9 +389,10 @@ def _unary(instr: HloInstruction) -> Shape:
     return _array_shape(element_type, operand.dimensions, operand.dynamic_dimensions)
 
 
-@shape_rule("copy")
-def _copy(instr: HloInstruction) -> Shape:
-    # copy also copies tuples.
+# copy (of arrays and tuples) and Shardy's annotations (imported under their MLIR
+# names), which only mark a value for propagation: the result is the operand.
+@shape_rule("copy", "sdy.sharding_constraint", "sdy.reshard", "sdy.data_flow_edge", "sdy.propagation_barrier")
+def _operand_shape(instr: HloInstruction) -> Shape:
     _operand_count(instr, 1)
     return without_layout(instr.operands[0].shape)
 
@@ -1919,13 +1920,6 @@ for _name in sorted(OPCODES):
 
 
 # -- Shardy's ops (imported from StableHLO under their MLIR names) --------------------------
-
-@shape_rule("sdy.sharding_constraint", "sdy.reshard", "sdy.data_flow_edge", "sdy.propagation_barrier")
-def _sdy_pass_through(instr: HloInstruction) -> Shape:
-    # They only annotate a value for propagation: the result is the operand.
-    _operand_count(instr, 1)
-    return without_layout(instr.operands[0].shape)
-
 
 @shape_rule("sdy.sharding_group")
 def _sdy_sharding_group(instr: HloInstruction) -> Shape:
