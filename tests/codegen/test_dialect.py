@@ -1,4 +1,5 @@
-"""The xla dialect: text round trips of SPEC [A71]/[A78]-style IR, attributes
+"""The xla dialect: text round trips of IR like the loop and transpose emitter examples of XLA's
+docs/emitters.md, attributes
 built from IndexingMaps, ops built in Python, and every verifier error."""
 
 import pytest
@@ -30,8 +31,9 @@ GELU_MAP = (
     "domain: th_x in [0, 127], bl_x in [0, 24575], vector_index in [0, 3]"
 )
 
-# SPEC [A71] with the prefix xla. (the map split over several string literals, as in the SPEC).
-A71 = """
+# The MLIR conversion of gelu in XLA's docs/emitters.md, with the prefix xla. (the map split over several
+# string literals, as in the document).
+GELU_AFTER_EMITTER = """
 #map = #xla.indexing_map<"(th_x, bl_x)[vector_index] -> ("
  "bl_x floordiv 4096, (bl_x floordiv 8) mod 512, (bl_x mod 8) * 512 + th_x * 4 + vector_index),"
  "domain: th_x in [0, 127], bl_x in [0, 24575], vector_index in [0, 3]">
@@ -70,8 +72,9 @@ func.func private @gelu(%arg0: tensor<6x512x4096xbf16>, %i: index, %j: index, %k
 }
 """
 
-# SPEC [A78]'s shape: shared memory, two loops, sync_threads, apply_indexing and a layout.
-A78 = """
+# The shape of the document's transpose emitter IR: shared memory, two loops, sync_threads, apply_indexing and a
+# layout.
+TRANSPOSE_EMITTER_IR = """
 #map = #xla.indexing_map<"(d0, d1)[s0, s1] -> (d0 floordiv 32 + s0 * 4, d1 floordiv 6, (d1 mod 6) * 32 + d0 mod 32,"
   " d0 floordiv 32 + s0 * 4, 0, d0 mod 32), domain: d0 in [0, 127], d1 in [0, 959], s0 in [0, 7], s1 in [0, 0],"
   " (d1 mod 6) * 32 + d0 mod 32 in [0, 169]">
@@ -105,15 +108,15 @@ func.func @transpose(%arg0: tensor<20x160x170xf32>, %arg1: tensor<170x160x20xf32
 """
 
 
-@pytest.mark.parametrize("text", [A71, A78], ids=["A71", "A78"])
+@pytest.mark.parametrize("text", [GELU_AFTER_EMITTER, TRANSPOSE_EMITTER_IR], ids=["gelu", "transpose"])
 @pytest.mark.parametrize("aliases", [False, True])
 def test_round_trip(text: str, aliases: bool) -> None:
     printed = print_mlir(parse_mlir(text), map_aliases=aliases)
     assert print_mlir(parse_mlir(printed), map_aliases=aliases) == printed
 
 
-def test_a71_prints_like_the_spec() -> None:
-    printed = print_mlir(parse_mlir(A71), map_aliases=True)
+def test_gelu_prints_like_xlas_docs() -> None:
+    printed = print_mlir(parse_mlir(GELU_AFTER_EMITTER), map_aliases=True)
     lines = [line.strip() for line in printed.splitlines()]
     assert lines[0] == f'#map = #xla.indexing_map<"{GELU_MAP}">'
     assert "%thread_id_x = gpu.thread_id x {xla.range = [0 : index, 127 : index]}" in lines
@@ -130,7 +133,7 @@ def test_a71_prints_like_the_spec() -> None:
 
 
 def test_parsed_objects() -> None:
-    module = parse_mlir(A71)
+    module = parse_mlir(GELU_AFTER_EMITTER)
     main = module.body.block.first_op
     assert isinstance(main, func.FuncOp)
     ops = list(main.body.block.ops)

@@ -1,4 +1,5 @@
-"""The computation partitioner: SPEC.md §4.3's rules and [A69]."""
+"""The computation partitioner: the rules and examples of the partitioning section of XLA's
+docs/emitters.md (see docs/emitters.md)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def _groups(computation) -> list[tuple[str, list[str]]]:
 
 
 def test_log_transpose_add_splits_into_three_functions():
-    """[A69]: `add` and `transpose` read `log` at different indices."""
+    """The document's first example: `add` and `transpose` read `log` at different indices."""
     computation = _fused("""  p = f32[20,20] parameter(0)
   log = f32[20,20] log(p)
   transpose = f32[20,20] transpose(log), dimensions={1,0}
@@ -40,7 +41,7 @@ def test_log_transpose_add_splits_into_three_functions():
 
 
 def test_slice_and_pad_of_add():
-    """SPEC §4.3's second example: `slice` and `pad` read `add` at different indices."""
+    """The document's second example: `slice` and `pad` read `add` at different indices."""
     computation = _fused("""  p0 = f32[16] parameter(0)
   p1 = f32[16] parameter(1)
   add = f32[16] add(p0, p1)
@@ -53,7 +54,7 @@ def test_slice_and_pad_of_add():
 
 
 def test_single_user_chains_and_shared_indexing_stay_together():
-    """gelu (SPEC §4.7.3): one function, because every value is read at the output's indices."""
+    """gelu (the document's loop emitter example): one function, because every value is read at the output's indices."""
     module = xlapy.parse_hlo((Path(__file__).parents[2] / "examples" / "gelu.hlo").read_text())
     groups = _groups(module.computation("gelu"))
     assert len(groups) == 1 and groups[0][0] == "gelu" and len(groups[0][1]) == 17

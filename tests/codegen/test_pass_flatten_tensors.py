@@ -1,4 +1,5 @@
-"""flatten-tensors: SPEC [A73] → [A74] checked with FileCheck and by evaluating
+"""flatten-tensors: the gelu IR of XLA's docs/emitters.md from its `xla_gpu` to `scf` stage to its
+flattened stage, checked with FileCheck and by evaluating
 the new index map against the linearized original maps; layouts (strides),
 rank 0, tensor constants, transfers, and every place a tensor type occurs."""
 
@@ -43,20 +44,21 @@ def all_tensor_types(module: ModuleOp) -> list[TensorType]:
     return [t for t in types if isinstance(t, TensorType)]
 
 
-# --- SPEC [A73] → [A74] ---
+# --- the document's gelu: after the scf conversion → flattened ---
 
 GELU_DOMAIN = "domain: th_x in [0, 127], bl_x in [0, 24575], vector_index in [0, 3]"
-A73_MAPS = [
+GELU_AFTER_SCF_MAPS = [
     "bl_x floordiv 4096",
     "(bl_x floordiv 8) mod 512",
     "(bl_x mod 8) * 512 + th_x * 4 + vector_index",
 ]
 
-# [A73] made complete: the constants, ids and the elided arithmetic are spelled out.
-A73 = f"""
-#map = #xla.indexing_map<"(th_x, bl_x)[vector_index] -> ({A73_MAPS[0]}), {GELU_DOMAIN}">
-#map1 = #xla.indexing_map<"(th_x, bl_x)[vector_index] -> ({A73_MAPS[1]}), {GELU_DOMAIN}">
-#map2 = #xla.indexing_map<"(th_x, bl_x)[vector_index] -> ({A73_MAPS[2]}), {GELU_DOMAIN}">
+# The document's IR after the scf conversion, made complete: the constants, ids and the elided arithmetic are
+# spelled out.
+GELU_AFTER_SCF = f"""
+#map = #xla.indexing_map<"(th_x, bl_x)[vector_index] -> ({GELU_AFTER_SCF_MAPS[0]}), {GELU_DOMAIN}">
+#map1 = #xla.indexing_map<"(th_x, bl_x)[vector_index] -> ({GELU_AFTER_SCF_MAPS[1]}), {GELU_DOMAIN}">
+#map2 = #xla.indexing_map<"(th_x, bl_x)[vector_index] -> ({GELU_AFTER_SCF_MAPS[2]}), {GELU_DOMAIN}">
 func.func @main(%input: tensor<6x512x4096xbf16>, %output: tensor<6x512x4096xbf16>) -> tensor<6x512x4096xbf16> {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -92,8 +94,8 @@ func.func @main(%input: tensor<6x512x4096xbf16>, %output: tensor<6x512x4096xbf16
 }}
 """
 
-# [A74]'s map: xlapy's simplifier orders the summands `bl_x * 512 + th_x * 4 + vector_index`.
-A74_CHECKS = f"""
+# The flattened stage's map: xlapy's simplifier orders the summands `bl_x * 512 + th_x * 4 + vector_index`.
+GELU_FLATTENED_CHECKS = f"""
 CHECK: #map = #xla.indexing_map<"(th_x, bl_x, vector_index) -> (th_x * 4 + bl_x * 512 + vector_index), {GELU_DOMAIN}">
 CHECK-NOT: #map1
 CHECK: func.func @main(%input: tensor<12582912xbf16>, %output: tensor<12582912xbf16>) -> tensor<12582912xbf16> {{
@@ -112,26 +114,28 @@ CHECK-NOT: 6x512x4096
 """
 
 
-def test_a73_becomes_a74(tmp_path: Path) -> None:
-    module = flatten(A73)
-    filecheck(print_mlir(module, map_aliases=True), A74_CHECKS, tmp_path)
+def test_gelu_after_scf_is_flattened(tmp_path: Path) -> None:
+    module = flatten(GELU_AFTER_SCF)
+    filecheck(print_mlir(module, map_aliases=True), GELU_FLATTENED_CHECKS, tmp_path)
     assert len(apply_indexing_ops(module)) == 1
 
 
-def test_a73_map_equals_a74_map_semantically() -> None:
-    (op,) = apply_indexing_ops(flatten(A73))
+def test_flattened_gelu_map_equals_the_documented_map() -> None:
+    (op,) = apply_indexing_ops(flatten(GELU_AFTER_SCF))
     ours = op.indexing_map
-    spec = IndexingMap.parse(f"(th_x, bl_x, vector_index) -> (th_x * 4 + bl_x * 512 + vector_index), {GELU_DOMAIN}")
-    assert [v.bounds for v in ours.dim_vars] == [v.bounds for v in spec.dim_vars]
+    documented = IndexingMap.parse(
+        f"(th_x, bl_x, vector_index) -> (th_x * 4 + bl_x * 512 + vector_index), {GELU_DOMAIN}"
+    )
+    assert [v.bounds for v in ours.dim_vars] == [v.bounds for v in documented.dim_vars]
     assert not ours.symbol_vars and not ours.constraints
-    # The same value as the SPEC's map and as the row-major offset of [A73]'s three indices.
+    # The same value as the document's map and as the row-major offset of the three indices before flattening.
     rng = np.random.default_rng(0)
     th, bl, vi = (rng.integers(0, n, 20000) for n in (128, 24576, 4))
     th[:2], bl[:2], vi[:2] = (0, 127), (0, 24575), (0, 3)
     (got,) = ours.evaluate_arrays([th, bl, vi], [])
-    (expected,) = spec.evaluate_arrays([th, bl, vi], [])
+    (expected,) = documented.evaluate_arrays([th, bl, vi], [])
     np.testing.assert_array_equal(got, expected)
-    originals = [IndexingMap.parse(f"(th_x, bl_x)[vector_index] -> ({m}), {GELU_DOMAIN}") for m in A73_MAPS]
+    originals = [IndexingMap.parse(f"(th_x, bl_x)[vector_index] -> ({m}), {GELU_DOMAIN}") for m in GELU_AFTER_SCF_MAPS]
     i, j, k = (m.evaluate_arrays([th, bl], [vi])[0] for m in originals)
     np.testing.assert_array_equal(got, i * 512 * 4096 + j * 4096 + k)
 
@@ -397,7 +401,7 @@ def test_flat_tensors_are_left_alone() -> None:
 
 
 def test_map_attr_is_printable_and_parses_back() -> None:
-    module = flatten(A73)
+    module = flatten(GELU_AFTER_SCF)
     reparsed = parse_mlir(print_mlir(module, map_aliases=True))
     (op,) = apply_indexing_ops(reparsed)
     assert isinstance(op.indexing_map_attr, IndexingMapAttr)

@@ -1,5 +1,5 @@
-"""inline: SPEC [A71] → [A72] (and on to [A73] with lower-xla-loops-to-scf)
-checked with FileCheck; functions called twice stay; unused private
+"""inline: the gelu IR of XLA's docs/emitters.md from its MLIR conversion to its inlined stage (and on
+to the scf stage with lower-xla-loops-to-scf) checked with FileCheck; functions called twice stay; unused private
 functions go; func.call, nested calls and public functions."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from pathlib import Path
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
-from tests.codegen.test_dialect import A71
-from tests.codegen.test_pass_lower_loops_to_scf import A73_CHECKS, filecheck
+from tests.codegen.filecheck import filecheck
+from tests.codegen.test_dialect import GELU_AFTER_EMITTER
+from tests.codegen.test_pass_lower_loops_to_scf import GELU_AFTER_SCF_CHECKS
 from xlapy.codegen.dialect import PureCallOp
 from xlapy.codegen.mlir_text import parse_mlir, print_mlir, verify_op
 from xlapy.codegen.passes.inline import InlinePass
@@ -28,7 +29,7 @@ def function_names(module: ModuleOp) -> list[str]:
     return [op.sym_name.data for op in module.ops if isinstance(op, func.FuncOp)]
 
 
-A72_CHECKS = """
+GELU_AFTER_INLINE_CHECKS = """
 CHECK-LABEL: func.func @main(%input: tensor<6x512x4096xbf16>, %output: tensor<6x512x4096xbf16>)
 CHECK-NEXT: [[HALF:%[a-z0-9_]+]] = arith.constant 5.000000e-01 : bf16
 CHECK-NEXT: [[ONE:%[a-z0-9_]+]] = arith.constant 1.000000e+00 : bf16
@@ -58,17 +59,17 @@ CHECK-NOT: @gelu
 """
 
 
-def test_gelu_a71_to_a72(tmp_path: Path) -> None:
-    module = inline(A71)
+def test_gelu_emitter_ir_is_inlined(tmp_path: Path) -> None:
+    module = inline(GELU_AFTER_EMITTER)
     assert function_names(module) == ["main"]
-    filecheck(print_mlir(module, map_aliases=True), A72_CHECKS, tmp_path)
+    filecheck(print_mlir(module, map_aliases=True), GELU_AFTER_INLINE_CHECKS, tmp_path)
 
 
-def test_gelu_a71_to_a73(tmp_path: Path) -> None:
-    module = inline(A71)
+def test_gelu_inlined_then_lowered_to_scf(tmp_path: Path) -> None:
+    module = inline(GELU_AFTER_EMITTER)
     LowerLoopsToScfPass().apply(None, module)  # type: ignore[arg-type]
     verify_op(module)
-    filecheck(print_mlir(module, map_aliases=True), A73_CHECKS, tmp_path)
+    filecheck(print_mlir(module, map_aliases=True), GELU_AFTER_SCF_CHECKS, tmp_path)
 
 
 TWICE = """

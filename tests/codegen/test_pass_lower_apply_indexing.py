@@ -141,7 +141,7 @@ GELU_MAP = (
 )
 
 MAPS = [
-    # [A71]'s map (smaller bounds): everything non-negative.
+    # The thread map of the gelu example in XLA's docs/emitters.md (smaller bounds): everything non-negative.
     "(th_x, bl_x)[vector_index] -> (bl_x floordiv 4096, (bl_x floordiv 8) mod 512, "
     "(bl_x mod 8) * 512 + th_x * 4 + vector_index), domain: th_x in [0, 7], bl_x in [0, 40], vector_index in [0, 3]",
     # Negative dividends: floordiv, mod and ceildiv of values below zero.

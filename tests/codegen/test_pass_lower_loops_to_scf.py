@@ -1,4 +1,5 @@
-"""lower-xla-loops-to-scf: SPEC [A72] → [A73] checked with FileCheck, the
+"""lower-xla-loops-to-scf: the gelu IR of XLA's docs/emitters.md from its inlined stage to its
+`xla_gpu` to `scf` stage, checked with FileCheck, the
 variants (no symbols, constraints, implied constraints, no iter_args), and
 the visiting order and domain run by a small evaluator against
 IndexingMap.domain."""
@@ -29,8 +30,8 @@ def lower(text: str) -> ModuleOp:
     return module
 
 
-# SPEC [A72] (after inlining), with the prefix xla.
-A72 = """
+# The document's gelu after inlining, with the prefix xla.
+GELU_AFTER_INLINE = """
 #map = #xla.indexing_map<"(th_x, bl_x)[vector_index] -> (bl_x floordiv 4096, (bl_x floordiv 8) mod 512, "
   "(bl_x mod 8) * 512 + th_x * 4 + vector_index), domain: th_x in [0, 127], bl_x in [0, 24575], vector_index in [0, 3]">
 func.func @main(%input: tensor<6x512x4096xbf16>, %output: tensor<6x512x4096xbf16>) -> tensor<6x512x4096xbf16> {
@@ -59,7 +60,7 @@ func.func @main(%input: tensor<6x512x4096xbf16>, %output: tensor<6x512x4096xbf16
 }
 """
 
-A73_CHECKS = r"""
+GELU_AFTER_SCF_CHECKS = r"""
 CHECK: #map = #xla.indexing_map<"(th_x, bl_x)[vector_index] -> (bl_x floordiv 4096,
 CHECK-LABEL: func.func @main
 CHECK-DAG: %c0 = arith.constant 0 : index
@@ -92,8 +93,8 @@ CHECK-NOT: xla.loop
 """
 
 
-def test_gelu_a72_to_a73(tmp_path: Path) -> None:
-    filecheck(print_mlir(lower(A72), map_aliases=True), A73_CHECKS, tmp_path)
+def test_inlined_gelu_lowers_to_scf(tmp_path: Path) -> None:
+    filecheck(print_mlir(lower(GELU_AFTER_INLINE), map_aliases=True), GELU_AFTER_SCF_CHECKS, tmp_path)
 
 
 def test_no_symbols_no_for_loop(tmp_path: Path) -> None:

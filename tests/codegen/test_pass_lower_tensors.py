@@ -1,4 +1,5 @@
-"""lower-tensors: SPEC [A76]-like IR → [A77]-like pointer IR (FileCheck), pred bytes, tensor chains through
+"""lower-tensors: IR like the unrolled gelu of XLA's docs/emitters.md → pointer IR like its LLVM stage
+(FileCheck), pred bytes, tensor chains through
 scf.for/scf.if vanishing, slice merging, calls of helper functions, and the IR it refuses."""
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def _gelu_lane(k: int, previous: str) -> str:
   %r{k} = vector.insert %y{k}, {previous} [%c{k}] : bf16 into vector<4xbf16>"""
 
 
-# [A76] (unrolled, vectorized gelu; apply_indexing already lowered to arith), with a shortened body per lane.
-A76 = f"""
+# The document's unrolled, vectorized gelu (apply_indexing already lowered to arith), with a shortened body per lane.
+GELU_UNROLLED = f"""
 func.func @main(%input: tensor<12582912xbf16>, %arg1: tensor<12582912xbf16>) -> tensor<12582912xbf16> {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -66,7 +67,7 @@ func.func @main(%input: tensor<12582912xbf16>, %arg1: tensor<12582912xbf16>) -> 
 }}
 """
 
-A77_CHECKS = """
+GELU_THROUGH_POINTERS_CHECKS = """
 CHECK: func.func @main(%input: !llvm.ptr {llvm.noalias, llvm.dereferenceable = 25165824 : i64},
 CHECK-SAME: %arg1: !llvm.ptr {llvm.noalias, llvm.dereferenceable = 25165824 : i64}) {
 CHECK: %[[DIM:.*]] = arith.addi
@@ -84,9 +85,9 @@ CHECK-NEXT: }
 """
 
 
-def test_a76_becomes_a77(tmp_path: Path) -> None:
-    module = lower(A76)
-    filecheck(print_mlir(module), A77_CHECKS, tmp_path)
+def test_unrolled_gelu_lowers_to_pointers(tmp_path: Path) -> None:
+    module = lower(GELU_UNROLLED)
+    filecheck(print_mlir(module), GELU_THROUGH_POINTERS_CHECKS, tmp_path)
     assert no_tensors_left(module)
 
 

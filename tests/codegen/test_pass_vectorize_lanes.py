@@ -17,7 +17,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 import xlapy
 from tests.codegen.filecheck import filecheck
-from tests.codegen.test_loop_fusions import CORPUS, GELU, KNOWN_GAPS, Case, check_against_interpreter, gelu_text
+from tools.loop_fusion_corpus import CORPUS, GELU, KNOWN_GAPS, Case, check_against_interpreter, gelu_text
 from xlapy.codegen.launch import Device
 from xlapy.codegen.mlir_text import parse_mlir, print_mlir, verify_op
 from xlapy.codegen.passes.unroll_loops import UnrollLoopsPass

@@ -1,4 +1,5 @@
-"""vectorize-loads-stores: SPEC [A74] → [A75] checked with FileCheck, and the
+"""vectorize-loads-stores: the gelu IR of XLA's docs/emitters.md from its flattened stage to its
+vectorized stage, checked with FileCheck, and the
 accesses it must leave alone (misaligned, strided, loop-dependent tensors,
 unsuitable loops or element types, stores whose result is used elsewhere)."""
 
@@ -31,8 +32,8 @@ GELU_MAP = (
     ' domain: th_x in [0, 127], bl_x in [0, 24575], vector_index in [0, 3]">'
 )
 
-# [A74] made complete (constants and thread ids spelled out).
-A74 = f"""
+# The document's flattened gelu made complete (constants and thread ids spelled out).
+GELU_FLATTENED = f"""
 {GELU_MAP}
 func.func @main(%input: tensor<12582912xbf16>, %output: tensor<12582912xbf16>) -> tensor<12582912xbf16> {{
   %c0 = arith.constant 0 : index
@@ -63,7 +64,7 @@ func.func @main(%input: tensor<12582912xbf16>, %output: tensor<12582912xbf16>) -
 }}
 """
 
-A75_CHECKS = """
+GELU_VECTORIZED_CHECKS = """
 CHECK: #map = #xla.indexing_map<"(th_x, bl_x, vector_index) -> (th_x * 4 + bl_x * 512 + vector_index)
 CHECK: func.func @main(%input: tensor<12582912xbf16>, %output: tensor<12582912xbf16>) -> tensor<12582912xbf16> {
 CHECK: %[[VECTOR0:.*]] = arith.constant dense<0.000000e+00> : vector<4xbf16>
@@ -86,10 +87,10 @@ CHECK-NEXT: func.return %[[W]] : tensor<12582912xbf16>
 """
 
 
-def test_a74_becomes_a75(tmp_path: Path) -> None:
-    module = vectorize(A74)
+def test_flattened_gelu_is_vectorized(tmp_path: Path) -> None:
+    module = vectorize(GELU_FLATTENED)
     text = print_mlir(module, map_aliases=True)
-    filecheck(text, A75_CHECKS, tmp_path)
+    filecheck(text, GELU_VECTORIZED_CHECKS, tmp_path)
     # Nothing of the scalar accesses is left: no per-iteration index, extract or insert.
     assert "tensor.extract" not in text and "tensor.insert" not in text
     assert text.count("xla.apply_indexing") == 1

@@ -19,30 +19,12 @@ from collections.abc import Callable
 from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import Float32Type, Float64Type, IntegerType
 from xdsl.ir import Attribute, SSAValue
-from xdsl.irdl import irdl_op_definition, traits_def
-from xdsl.traits import Pure
 
 from xlapy.codegen.elemental import FunctionEmitter, Indices, elemental_rule
+from xlapy.codegen.mlir_dialects import LogisticOp, RemFOp
 from xlapy.codegen.types import compute_type, element_type, is_float, is_narrow_float, is_unsigned
 from xlapy.errors import UnimplementedError
 from xlapy.hlo.ir import HloInstruction
-
-
-@irdl_op_definition
-class RemFOp(arith.FloatingPointLikeBinaryOperation):
-    """``arith.remf`` (C's fmod), which xDSL's arith dialect lacks."""
-
-    name = "arith.remf"
-    traits = traits_def(Pure())
-
-
-@irdl_op_definition
-class LogisticOp(math.FloatingPointLikeUnaryMathOperation):
-    """``math.logistic``: 1 / (1 + e^-x) as one op (an xlapy extension of the math dialect), which the CPU
-    backend lowers to the math library's ``logistic``."""
-
-    name = "math.logistic"
-    traits = traits_def(Pure())
 
 
 def _type_name(instr: HloInstruction, k: int = 0) -> str:
@@ -453,7 +435,3 @@ def _bits(name: str) -> int:
     from xlapy.shapes import ELEMENT_TYPES
 
     return ELEMENT_TYPES[name].bit_width
-
-
-# The complex rules (they use ``convert``): importing them here registers them with the arithmetic rules.
-from xlapy.codegen import elemental_complex  # noqa: E402, F401

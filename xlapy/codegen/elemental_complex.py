@@ -17,9 +17,9 @@ from xdsl.dialects import complex as cplx
 from xdsl.dialects.builtin import ComplexType, IntegerType
 from xdsl.ir import Operation, SSAValue
 
+from xlapy.codegen.complex_parts import Parts, quotient
 from xlapy.codegen.elemental import FunctionEmitter, Indices, complex_rule
 from xlapy.codegen.elemental_arith import convert
-from xlapy.codegen.passes.lower_complex import Parts, quotient
 from xlapy.codegen.types import element_type, is_complex, part_type
 from xlapy.errors import UnimplementedError
 from xlapy.hlo.ir import HloInstruction

@@ -15,11 +15,11 @@ caller can name every obstacle at once before compiling anything.
 
 from __future__ import annotations
 
-import xlapy.codegen.elemental_arith  # noqa: F401  (registers the arithmetic and complex rules)
-from xlapy.codegen.elemental import COMPLEX_ELEMENTAL, ELEMENTAL, rule_of
+from xlapy.codegen.elemental_rules import COMPLEX_ELEMENTAL, ELEMENTAL, rule_of
 from xlapy.errors import UnimplementedError, VerifyError, XlapyError
 from xlapy.hlo.ir import HloComputation, HloInstruction
-from xlapy.hlo.shape_inference import infer_shape, same_shape, show
+from xlapy.hlo.shape_rules.helpers import same_shape, show
+from xlapy.hlo.shape_rules.inference import infer_shape
 from xlapy.shapes import Shape, physical_byte_size
 
 # Fused opcodes that have no elemental rule of their own: the emitter handles them directly.

@@ -2,20 +2,20 @@
 emitter → MLIR passes → LLVM → native code, with the MLIR written after each
 pass whose name matches the dump regex.
 
-The GPU runs XLA's passes (``default_passes``). The CPU (``cpu_passes``) maps
-``vector_index`` onto SIMD lanes: a loop over vector lanes that can become
-vector code stays rolled and ``vectorize-lanes`` turns it into vector ops; the
-other lane loops are unrolled. A fusion whose
-lanes would not all become vector code (gathers, pad and concatenate with
-``scf.if``, outputs that are not written as vectors) is compiled again with one
-element per thread (``Device.scalar``), where LLVM's loop vectorizer
-vectorizes the loop over threads instead."""
+``PIPELINE`` lists the passes once, each step with the targets that run it and
+its options there. The GPU runs XLA's passes. The CPU maps ``vector_index``
+onto SIMD lanes: a loop over vector lanes that can become vector code stays
+rolled and ``vectorize-lanes`` turns it into vector ops; the other lane loops
+are unrolled. A fusion whose lanes would not all become vector code (gathers,
+pad and concatenate with ``scf.if``, outputs that are not written as vectors)
+is compiled again with one element per thread (``Device.scalar``), where
+LLVM's loop vectorizer vectorizes the loop over threads instead."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from xdsl.dialects.builtin import ModuleOp
@@ -43,44 +43,50 @@ from xlapy.hlo.ir import HloInstruction
 EMITTER_STAGE = "fusion-emitter"
 
 
-def default_passes() -> list[ModulePass]:
-    """XLA's order: inline, loops to scf, fold the bounds checks, flatten, vectorize, unroll, then to LLVM."""
-    return [
-        InlinePass(),
-        LowerLoopsToScfPass(),
-        SimplifyArithPass(),
-        FlattenTensorsPass(),
-        VectorizeLoadsStoresPass(),
-        UnrollLoopsPass(),
-        LowerApplyIndexingPass(),
-        CommonSubexpressionElimination(),
-        CanonicalizePass(),
-        LowerTensorsPass(),
-    ]
-
-
 # On the CPU, lane loops that do not become vector ops are unrolled whatever their body's size (at most 64 lanes).
 CPU_MAX_UNROLLED_COST = 1 << 20
 
+ALL_TARGETS = frozenset({"cpu", "gpu"})
 
-def cpu_passes() -> list[ModulePass]:
-    """``default_passes`` with the lane loops that do not vectorize unrolled, complex arithmetic lowered to its parts
-    (before ``canonicalize``, which would fold complex ops in Python), and the lanes turned into vector ops once
-    the index arithmetic is lowered and simplified (before ``lower-tensors``)."""
-    return [
-        InlinePass(),
-        LowerLoopsToScfPass(),
-        SimplifyArithPass(),
-        FlattenTensorsPass(),
-        VectorizeLoadsStoresPass(),
-        UnrollLoopsPass(max_unrolled_cost=CPU_MAX_UNROLLED_COST),
-        LowerApplyIndexingPass(),
-        LowerComplexPass(),
-        CommonSubexpressionElimination(),
-        CanonicalizePass(),
-        VectorizeLanesPass(),
-        LowerTensorsPass(),
-    ]
+
+@dataclass(frozen=True)
+class PassStep:
+    """One step of the pipeline: the pass ``make(**options)`` on the ``targets`` (device names) that run it, with
+    the options of a target in ``target_options`` (none elsewhere)."""
+
+    make: Callable[..., ModulePass]
+    targets: frozenset[str] = ALL_TARGETS
+    target_options: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+
+    def create(self, target: str) -> ModulePass:
+        return self.make(**self.target_options.get(target, {}))
+
+
+# XLA's order: inline, loops to scf, fold the bounds checks, flatten, vectorize, unroll, then to LLVM. The CPU
+# unrolls only the lane loops that do not vectorize, lowers complex arithmetic to its parts (before
+# ``canonicalize``, which would fold complex ops in Python), and turns the lanes into vector ops once the index
+# arithmetic is lowered and simplified (before ``lower-tensors``).
+PIPELINE: tuple[PassStep, ...] = (
+    PassStep(InlinePass),
+    PassStep(LowerLoopsToScfPass),
+    PassStep(SimplifyArithPass),
+    PassStep(FlattenTensorsPass),
+    PassStep(VectorizeLoadsStoresPass),
+    PassStep(UnrollLoopsPass, target_options={"cpu": {"max_unrolled_cost": CPU_MAX_UNROLLED_COST}}),
+    PassStep(LowerApplyIndexingPass),
+    PassStep(LowerComplexPass, targets=frozenset({"cpu"})),
+    PassStep(CommonSubexpressionElimination),
+    PassStep(CanonicalizePass),
+    PassStep(VectorizeLanesPass, targets=frozenset({"cpu"})),
+    PassStep(LowerTensorsPass),
+)
+
+
+def target_passes(target: str) -> list[ModulePass]:
+    """The passes ``PIPELINE`` runs on ``target`` ("cpu" or "gpu"), in order."""
+    if target not in ALL_TARGETS:
+        raise UnimplementedError(f"no pass pipeline for target {target!r} (only {sorted(ALL_TARGETS)})")
+    return [step.create(target) for step in PIPELINE if target in step.targets]
 
 
 # Fused opcodes the CPU computes with a math library function (dozens of instructions).
@@ -103,7 +109,7 @@ def vector_registers(fusion: HloInstruction) -> int:
 
 
 def device_passes(device: Device) -> list[ModulePass]:
-    return cpu_passes() if device.name == "cpu" else default_passes()
+    return target_passes(device.name)
 
 
 @dataclass

@@ -14,6 +14,16 @@ them), symbol references, type attributes, and dialect attributes
 (``#stablehlo.gather<...>``, ``#sdy.xxx<...>``) kept as text; Shardy's
 sharding, mesh and sharding-rule attributes are read into the objects of
 ``xlapy.sharding``.
+
+This is one of xlapy's two MLIR layers, the one of the StableHLO frontend
+(``xlapy.frontends.stablehlo``). The code generator's IR is xDSL's
+(``xlapy.codegen.mlir_text``). They stay apart because xDSL 0.74 cannot read
+or reprint what JAX writes: it has no ``stablehlo`` or ``sdy`` dialect, so the
+custom syntax of their ops does not parse; its parser drops ``loc(...)`` and
+``#loc`` aliases; it reads a hex ``dense<0x7FC00000> : tensor<f32>`` as the
+integer 2143289344 instead of the bits of a NaN; it prints ``module`` as
+``builtin.module``. Only the cursor and integer reading of ``xlapy.syntax``
+are shared (with the HLO text parser). docs/mlir.md has the rule for new code.
 """
 
 from __future__ import annotations
@@ -29,25 +39,22 @@ import numpy as np
 
 from xlapy.errors import ParseError
 from xlapy.shapes import UNBOUNDED_SIZE, Shape
-from xlapy.syntax import MAX_INT_TOKEN, Cursor
+from xlapy.syntax import INT64_MAX, INT64_MIN, MAX_INT_TOKEN, Cursor
 from xlapy.syntax import read_int as read_int_text
 
 # -- tokens ----------------------------------------------------------------------
 
 VALUE_NAME = re.compile(r"%([0-9]+(?![\w$.\-])|[A-Za-z_$.\-][\w$.\-]*)", re.ASCII)
 VALUE_USE = re.compile(r"%([0-9]+(?![\w$.\-])|[A-Za-z_$.\-][\w$.\-]*)(?:#([0-9]+))?", re.ASCII)
-BARE_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
-BARE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
-OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
+BARE_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")  # MLIR's bare-id
+OP_NAME = BARE_SYMBOL  # an op's name (``stablehlo.add``) is a bare-id too
 KEYWORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$.\-]*")
 # Numbers are ASCII digits only (Python's \d also takes other scripts' digits).
 INTEGER = re.compile(r"-?(?:0x[0-9a-fA-F]+|[0-9]+)(?![.\w])", re.ASCII)
-FLOAT = re.compile(r"[-+]?[0-9]+\.[0-9]*(?:[eE][-+]?[0-9]+)?")
 NUMBER = re.compile(r"[-+]?(?:0x[0-9a-fA-F]+|[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)")
-INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
+UINT64_MAX = 2**64 - 1
 # A dense splat is materialised as an array: one of more bytes than this is refused.
 MAX_SPLAT_BYTES = 1 << 30
-BLOCK_LABEL = re.compile(r"\^([A-Za-z0-9_$.\-]+)")
 
 
 def read_string(cursor: Cursor) -> str:
@@ -1204,10 +1211,6 @@ def _format_element(value: Any, element: str) -> str:
     if element == "i1":
         return "true" if value else "false"
     return str(int(value))
-
-
-def dense_splat_value(attr: DenseElementsAttr) -> Any:
-    return attr.array.reshape(-1)[0]
 
 
 # -- input splitting -----------------------------------------------------------------------

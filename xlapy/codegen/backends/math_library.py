@@ -20,7 +20,7 @@ subnormal scaling, cbrt no final Newton step. f64 uses fdlibm-style algorithms (
 reductions, minimax polynomials) with double-double arithmetic (2Sum, fma products) where a rounding would cost an
 ulp. f64 logistic is XLA's 1 / (1 + e^-x) rounded as the interpreter rounds it (see `logistic64`). The kernels live
 in the `mathlib` package (one module per family); the polynomial and rational coefficients in
-`mathlib/constants.py` come from tests/codegen/fit_math_coefficients.py.
+`mathlib/constants.py` come from tools/fit_math_coefficients.py.
 
 IEEE special values follow numpy / C99: NaN propagates, exp(-inf) = 0, log(0) = -inf, log(-1) = NaN,
 tanh(-0) = -0, sin(inf) = NaN, erf(+-inf) = +-1, pow(x, 0) = 1, pow(-8, 1/3) = NaN, overflow gives inf and

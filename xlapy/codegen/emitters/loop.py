@@ -11,9 +11,8 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Region
 from xdsl.rewriter import InsertPoint
 
-import xlapy.codegen.elemental_arith  # noqa: F401  (registers the arithmetic rules)
 from xlapy.codegen.dialect import BlockIdOp, LoopOp, PureCallOp, ThreadIdOp, YieldOp
-from xlapy.codegen.elemental import buffer_arguments, emit_subgraph_function
+from xlapy.codegen.elemental_rules import buffer_arguments, emit_subgraph_function
 from xlapy.codegen.launch import (
     BACKEND_KIND,
     Device,

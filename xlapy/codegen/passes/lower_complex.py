@@ -7,6 +7,9 @@ another division algorithm). Afterwards complex values are only built (`complex.
 taken apart (`complex.re`, `complex.im`), chosen (`arith.select`, `scf.if`), loaded, stored and passed to C
 functions; the CPU backend keeps them as a pair of floats.
 
+The formulas the elemental rules of complex instructions use too (product, quotient, magnitude, and the exact
+products and sums) are in `xlapy.codegen.complex_parts`; the rules here build on them.
+
 - add, sub, neg: part by part.
 - mul: re = fma(ar, br, -(ai bi)), im = fma(ai, br, ar bi): (ar br - ai bi, ai br + ar bi) as XLA:CPU's LLVM
   contracts it on hosts with FMA. The fused form is used on every host, so that results do not depend on the
@@ -37,177 +40,27 @@ from typing import ClassVar
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects import arith, func, math
 from xdsl.dialects import complex as cplx
-from xdsl.dialects.builtin import ComplexType, Float32Type, FloatAttr, ModuleOp
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ComplexType, Float32Type, ModuleOp
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 
+from xlapy.codegen.complex_parts import (
+    Pair,
+    Parts,
+    larger_and_smaller,
+    magnitude,
+    one_plus_square,
+    product,
+    quotient,
+    real_rsqrt,
+    square_error,
+    sum_error,
+)
 from xlapy.codegen.mlir_text import verify_op
 from xlapy.errors import UnimplementedError
 from xlapy.registry import registrar
-
-Pair = tuple[SSAValue, SSAValue]
-
-
-class Parts:
-    """Builds arith and math ops on floats of the type ``type_``; ``insert`` places each op and returns it."""
-
-    def __init__(self, insert: Callable[[Operation], Operation], type_: Attribute):
-        self.insert = insert
-        self.type = type_
-
-    def value(self, op: Operation) -> SSAValue:
-        return self.insert(op).results[0]
-
-    def constant(self, number: float) -> SSAValue:
-        return self.value(arith.ConstantOp(FloatAttr(number, self.type)))
-
-    def add(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.value(arith.AddfOp(a, b))
-
-    def sub(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.value(arith.SubfOp(a, b))
-
-    def mul(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.value(arith.MulfOp(a, b))
-
-    def div(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.value(arith.DivfOp(a, b))
-
-    def neg(self, a: SSAValue) -> SSAValue:
-        return self.value(arith.NegfOp(a))
-
-    def fma(self, a: SSAValue, b: SSAValue, c: SSAValue) -> SSAValue:
-        return self.value(math.FmaOp(a, b, c))
-
-    def abs(self, a: SSAValue) -> SSAValue:
-        return self.value(math.AbsFOp(a))
-
-    def sqrt(self, a: SSAValue) -> SSAValue:
-        return self.value(math.SqrtOp(a))
-
-    def copysign(self, magnitude: SSAValue, sign: SSAValue) -> SSAValue:
-        return self.value(math.CopySignOp(magnitude, sign))
-
-    def compare(self, predicate: str, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.value(arith.CmpfOp(a, b, predicate))
-
-    def is_finite(self, a: SSAValue) -> SSAValue:
-        return self.compare("one", self.abs(a), self.constant(float("inf")))
-
-    def select(self, condition: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.value(arith.SelectOp(condition, a, b))
-
-    def both(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.value(arith.AndIOp(a, b))
-
-    def either(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.value(arith.OrIOp(a, b))
-
-
-# --- the formulas, on parts ------------------------------------------------------------------------------------
-
-
-def product(p: Parts, a: Pair, b: Pair) -> Pair:
-    """XLA:CPU's complex multiplication: (ar br - ai bi, ai br + ar bi) with the sums contracted."""
-    (ar, ai), (br, bi) = a, b
-    return p.fma(ar, br, p.neg(p.mul(ai, bi))), p.fma(ai, br, p.mul(ar, bi))
-
-
-def quotient(p: Parts, a: Pair, b: Pair) -> Pair:
-    """HLO's complex divide as XLA:CPU computes it: Smith's algorithm with fused multiply-adds, and XLA's results
-    where it gives NaN in both parts."""
-    (ar, ai), (br, bi) = a, b
-    ratio = p.div(br, bi)
-    denominator = p.fma(ratio, br, bi)
-    by_imag = p.div(p.fma(ar, ratio, ai), denominator), p.div(p.fma(ai, ratio, p.neg(ar)), denominator)
-    ratio = p.div(bi, br)
-    denominator = p.fma(ratio, bi, br)
-    by_real = p.div(p.fma(ai, ratio, ar), denominator), p.div(p.fma(p.neg(ar), ratio, ai), denominator)
-    real_smaller = p.compare("olt", p.abs(br), p.abs(bi))
-    real, imag = (p.select(real_smaller, i, r) for i, r in zip(by_imag, by_real))
-
-    one, zero, inf = p.constant(1.0), p.constant(0.0), p.constant(float("inf"))
-
-    def is_inf(x: SSAValue) -> SSAValue:
-        return p.compare("oeq", p.abs(x), inf)
-
-    def is_nan(x: SSAValue) -> SSAValue:
-        return p.compare("uno", x, x)
-
-    def unit(x: SSAValue) -> SSAValue:  # ±1 where x is infinite, else ±0, with x's sign
-        return p.copysign(p.select(is_inf(x), one, zero), x)
-
-    finite_dividend = p.both(p.is_finite(ar), p.is_finite(ai))
-    finite_divisor = p.both(p.is_finite(br), p.is_finite(bi))
-    zero_divisor = p.both(p.both(p.compare("oeq", br, zero), p.compare("oeq", bi, zero)),
-                          p.either(p.compare("ord", ar, ar), p.compare("ord", ai, ai)))
-    signed_inf = p.copysign(inf, br)
-    (ar_unit, ai_unit), (br_unit, bi_unit) = (unit(ar), unit(ai)), (unit(br), unit(bi))
-    cases = [  # by priority, lowest first
-        (p.both(finite_dividend, p.either(is_inf(br), is_inf(bi))),
-         p.mul(zero, p.add(p.mul(ar, br_unit), p.mul(ai, bi_unit))),
-         p.mul(zero, p.sub(p.mul(ai, br_unit), p.mul(ar, bi_unit)))),
-        (p.both(p.either(is_inf(ar), is_inf(ai)), finite_divisor),
-         p.mul(inf, p.add(p.mul(ar_unit, br), p.mul(ai_unit, bi))),
-         p.mul(inf, p.sub(p.mul(ai_unit, br), p.mul(ar_unit, bi)))),
-        (zero_divisor, p.mul(signed_inf, ar), p.mul(signed_inf, ai)),
-    ]
-    smith_failed = p.both(is_nan(real), is_nan(imag))
-    special_real, special_imag = real, imag
-    for condition, case_real, case_imag in cases:
-        special_real = p.select(condition, case_real, special_real)
-        special_imag = p.select(condition, case_imag, special_imag)
-    return p.select(smith_failed, special_real, real), p.select(smith_failed, special_imag, imag)
-
-
-def _larger_and_smaller(p: Parts, z: Pair) -> tuple[SSAValue, SSAValue]:
-    """The larger and the smaller magnitude of the parts (NaN if either is NaN)."""
-    re, im = p.abs(z[0]), p.abs(z[1])
-    return p.value(arith.MaximumfOp(re, im)), p.value(arith.MinimumfOp(re, im))
-
-
-def _one_plus_square(p: Parts, larger: SSAValue, smaller: SSAValue) -> SSAValue:
-    """1 + (smaller / larger)^2, rounded once."""
-    ratio = p.div(smaller, larger)
-    return p.fma(ratio, ratio, p.constant(1.0))
-
-
-def magnitude(p: Parts, z: Pair) -> SSAValue:
-    """XLA's |z|: larger * sqrt(1 + (smaller / larger)^2), or smaller where that is NaN (zeros, two infinities)."""
-    larger, smaller = _larger_and_smaller(p, z)
-    value = p.mul(larger, p.sqrt(_one_plus_square(p, larger, smaller)))
-    return p.select(p.compare("uno", value, value), smaller, value)
-
-
-def _real_rsqrt(p: Parts, x: SSAValue) -> SSAValue:
-    return p.div(p.constant(1.0), p.sqrt(x))
-
-
-def _split(p: Parts, x: SSAValue) -> Pair:
-    """Veltkamp's split of x into two halves of its significand (their products are exact)."""
-    bits = 24 if isinstance(p.type, Float32Type) else 53
-    scaled = p.mul(x, p.constant(float(2 ** ((bits + 1) // 2) + 1)))
-    high = p.add(scaled, p.sub(x, scaled))
-    return high, p.sub(x, high)
-
-
-def _square_error(p: Parts, x: SSAValue, square: SSAValue) -> SSAValue:
-    """x * x - square exactly, ``square`` being x * x rounded (Dekker)."""
-    high, low = _split(p, x)
-    cross = p.mul(high, low)
-    error = p.add(p.add(p.add(p.neg(square), p.mul(high, high)), cross), cross)
-    return p.add(error, p.mul(low, low))
-
-
-def _sum_error(p: Parts, total: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
-    """a + b - total exactly, ``total`` being a + b rounded (Knuth's two-sum)."""
-    b_part = p.sub(total, a)
-    return p.add(p.sub(a, p.sub(total, b_part)), p.sub(b, b_part))
-
-
-# --- the rewrite -----------------------------------------------------------------------------------------------
 
 # C99's complex functions numpy calls, by op (the c64 forms end in `f`).
 _C_FUNCTIONS = {"complex.exp": "cexp", "complex.log": "clog", "complex.sqrt": "csqrt", "complex.sin": "csin",
@@ -322,9 +175,9 @@ def _rsqrt(lw: _Lowering, op: Operation) -> Pair:
     """Polar: |z|^-1/2 (cos t + i sin t), t = -arg(z) / 2, with XLA's values at 0 and at infinities."""
     p = lw.p
     ((re, im),) = lw.operands(op)
-    larger, smaller = _larger_and_smaller(p, (re, im))
-    scale = p.mul(_real_rsqrt(p, larger), p.sqrt(_real_rsqrt(p, _one_plus_square(p, larger, smaller))))
-    scale = p.select(p.compare("uno", scale, scale), _real_rsqrt(p, smaller), scale)
+    larger, smaller = larger_and_smaller(p, (re, im))
+    scale = p.mul(real_rsqrt(p, larger), p.sqrt(real_rsqrt(p, one_plus_square(p, larger, smaller))))
+    scale = p.select(p.compare("uno", scale, scale), real_rsqrt(p, smaller), scale)
     angle = p.mul(lw.real_call("atan2", im, re), p.constant(-0.5))
     real, imag = p.mul(scale, lw.real_call("cos", angle)), p.mul(scale, lw.real_call("sin", angle))
     inf, zero = p.constant(float("inf")), p.constant(0.0)
@@ -359,12 +212,12 @@ def _log1p_of_sum(lw: _Lowering, x: SSAValue, y: SSAValue, y_squared: SSAValue) 
     s1 = p.add(two_x, y_squared)
     x_squared = p.mul(x, x)
     s2 = p.add(s1, x_squared)
-    y_error = _square_error(p, y, y_squared)
+    y_error = square_error(p, y, y_squared)
     s3 = p.add(s2, y_error)
-    x_error = _square_error(p, x, x_squared)
+    x_error = square_error(p, x, x_squared)
     s4 = p.add(s3, x_error)
-    errors = p.add(p.add(p.add(_sum_error(p, s1, two_x, y_squared), _sum_error(p, s2, s1, x_squared)),
-                         _sum_error(p, s3, s2, y_error)), _sum_error(p, s4, s3, x_error))
+    errors = p.add(p.add(p.add(sum_error(p, s1, two_x, y_squared), sum_error(p, s2, s1, x_squared)),
+                         sum_error(p, s3, s2, y_error)), sum_error(p, s4, s3, x_error))
     return p.mul(lw.real_call("log1p", p.add(s4, errors)), p.constant(0.5))
 
 
@@ -374,7 +227,7 @@ def _log1p(lw: _Lowering, op: Operation) -> Pair:
     p = lw.p
     ((x, y),) = lw.operands(op)
     one, half = p.constant(1.0), p.constant(0.5)
-    larger, smaller = _larger_and_smaller(p, (x, y))
+    larger, smaller = larger_and_smaller(p, (x, y))
     ratio = p.div(smaller, larger)
     squared_ratio = p.select(p.compare("oeq", smaller, larger), one, p.mul(ratio, ratio))
     huge = p.add(lw.real_call("log", larger), p.mul(lw.real_call("log1p", squared_ratio), half))
@@ -458,4 +311,4 @@ class LowerComplexPass(ModulePass):
 # Ops that stay: they build and take apart complex values.
 _KEPT = (cplx.ConstantOp, cplx.CreateOp, cplx.ReOp, cplx.ImOp)
 
-__all__ = ["LowerComplexPass", "Parts", "magnitude", "product", "quotient"]
+__all__ = ["LowerComplexPass"]

@@ -14,7 +14,8 @@ pass replaces it by the vector form of its body, placed before it:
 - ``vector.insert %x, %acc [%iv]``: the vector of ``%x``, which becomes the
   loop's result for that iter_arg (every lane is set);
 - an elementwise op (``arith.*``, ``math.*``): the same op on vectors of ``W``
-  lanes, index arithmetic included;
+  lanes, index arithmetic included (xlapy's class of the op where xDSL's takes
+  scalars only: ``mlir_dialects.vector_form``);
 - an op that does not depend on the lane (a constant, a load at the same
   index in every lane, ...): moved before the loop as it is (every op of such a
   body is pure), as a splat where lanes use it.
@@ -46,8 +47,8 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.transforms.dead_code_elimination import region_dce
 
-import xlapy.codegen.mlir_text  # noqa: F401  (lets arith's comparisons, selects and casts take vectors)
 from xlapy.codegen.dialect import ApplyIndexingOp
+from xlapy.codegen.mlir_dialects import vector_form
 
 
 def _constant_int(value: SSAValue) -> int | None:
@@ -206,8 +207,9 @@ class _LoopVectorizer:
                 self.vectors[op.result] = self.vector_of(op.source)
             else:
                 operands = [self.vector_of(operand) for operand in op.operands]
-                new = type(op).create(operands=operands, result_types=[self._vector_type(op.results[0].type)],
-                                      properties=dict(op.properties), attributes=dict(op.attributes))
+                new = vector_form(type(op)).create(
+                    operands=operands, result_types=[self._vector_type(op.results[0].type)],
+                    properties=dict(op.properties), attributes=dict(op.attributes))
                 self.vectors[op.results[0]] = self._before_loop(new)
         for same, value, init, result in zip(unchanged, yield_op.arguments, loop.iter_args, loop.results):
             result.replace_all_uses_with(init if same else self.vectors[value])

@@ -1,0 +1,139 @@
+"""Elemental rules of the instructions that move elements or compute them from indices alone: one entry per
+opcode in ``ELEMENTAL``. Index-only ops (transpose, broadcast, reshape, bitcast, slice, reverse, copy) apply their
+output-to-input indexing map with ``xla.apply_indexing`` and emit the operand at the indices it gives; pad and
+concatenate choose an operand with ``scf.if``; dynamic-slice and gather clamp their start indices as XLA does;
+constant and iota compute the element from the indices.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import Float32Type, IntegerType
+from xdsl.ir import SSAValue
+
+from xlapy.codegen.elemental import FunctionEmitter, Indices, elemental_rule
+from xlapy.codegen.types import element_type, is_narrow_float
+from xlapy.errors import UnimplementedError
+from xlapy.hlo.ir import HloInstruction
+from xlapy.indexing.ops import op_output_to_input
+
+
+def _through_map(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
+    (indexing_map,) = op_output_to_input(instr)[0]
+    return em.operand(instr, 0, em.apply_map(indexing_map, indices))
+
+
+for _opcode in ("broadcast", "transpose", "reshape", "bitcast", "slice", "reverse", "copy"):
+    elemental_rule(_opcode)(_through_map)
+
+
+@elemental_rule("constant")
+def _constant_rule(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
+    literal = np.asarray(instr.literal)
+    if instr.literal is None or literal.dtype.kind in "OUS":
+        raise UnimplementedError(f"constant {instr.name} has no value in the text")
+    return em.constant(literal.item() if literal.dtype.kind != "V" else float(literal), instr.shape.element_type)
+
+
+@elemental_rule("iota")
+def _iota(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
+    position = indices[instr.attr("iota_dimension")]
+    name = instr.shape.element_type
+    mlir_type = element_type(name, instr.name)
+    if isinstance(mlir_type, IntegerType):
+        if name == "pred":
+            return em.insert(arith.CmpiOp(position, em.index(0), "ne")).result
+        return em.insert(arith.IndexCastOp(position, mlir_type)).result
+    as_int = em.insert(arith.IndexCastOp(position, IntegerType(64))).result
+    if is_narrow_float(name):  # through f32, as the ops on these types compute
+        return em.insert(arith.TruncFOp(em.insert(arith.SIToFPOp(as_int, Float32Type())).result, mlir_type)).result
+    return em.insert(arith.SIToFPOp(as_int, mlir_type)).result
+
+
+@elemental_rule("pad")
+def _pad(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
+    """The operand where the output index lands on one of its elements, else the padding value."""
+    operand_dims = instr.operands[0].shape.dimensions
+    in_bounds, source = None, []
+    for d, (index, pad) in enumerate(zip(indices, instr.attr("padding"))):
+        step = pad.interior + 1
+        shifted = em.insert(arith.SubiOp(index, em.index(pad.low))).result
+        position = em.insert(arith.DivSIOp(shifted, em.index(step))).result if step > 1 else shifted
+        checks = [arith.CmpiOp(shifted, em.index(0), "sge"),
+                  arith.CmpiOp(shifted, em.index((operand_dims[d] - 1) * step), "sle")]
+        if step > 1:
+            remainder = em.insert(arith.RemSIOp(shifted, em.index(step))).result
+            checks.append(arith.CmpiOp(remainder, em.index(0), "eq"))
+        for check in checks:
+            value = em.insert(check).result
+            in_bounds = value if in_bounds is None else em.insert(arith.AndIOp(in_bounds, value)).result
+        source.append(position)
+    result_type = element_type(instr.shape.element_type, instr.name)
+    if in_bounds is None:
+        return em.operand(instr, 0, ())
+    return em.if_else(in_bounds, result_type, lambda: em.operand(instr, 0, tuple(source)),
+                      lambda: em.operand(instr, 1, ()))
+
+
+@elemental_rule("concatenate")
+def _concatenate(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
+    """Nested ``scf.if``s choose the operand whose slice holds the index."""
+    dim = instr.attr("dimensions")[0]
+    result_type = element_type(instr.shape.element_type, instr.name)
+    offsets = [0]
+    for operand in instr.operands:
+        offsets.append(offsets[-1] + operand.shape.dimensions[dim])
+
+    def from_operand(k: int) -> SSAValue:
+        shifted = list(indices)
+        if offsets[k]:
+            shifted[dim] = em.insert(arith.SubiOp(indices[dim], em.index(offsets[k]))).result
+        return em.operand(instr, k, tuple(shifted))
+
+    def choose(k: int) -> SSAValue:
+        if k == len(instr.operands) - 1:
+            return from_operand(k)
+        below = em.insert(arith.CmpiOp(indices[dim], em.index(offsets[k + 1]), "slt")).result
+        return em.if_else(below, result_type, lambda: from_operand(k), lambda: choose(k + 1))
+
+    return choose(0)
+
+
+@elemental_rule("dynamic-slice")
+def _dynamic_slice(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
+    """Start offsets are clamped so the slice stays inside the operand, as XLA does."""
+    operand_dims = instr.operands[0].shape.dimensions
+    sizes = instr.attr("dynamic_slice_sizes")
+    source = []
+    for d, index in enumerate(indices):
+        start = em.to_index(em.emit(instr.operands[1 + d], ()), instr.operands[1 + d].shape.element_type)
+        start = em.insert(arith.MaxSIOp(start, em.index(0))).result
+        start = em.insert(arith.MinSIOp(start, em.index(operand_dims[d] - sizes[d]))).result
+        source.append(em.insert(arith.AddiOp(index, start)).result)
+    return em.operand(instr, 0, tuple(source))
+
+
+@elemental_rule("gather")
+def _gather(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
+    """A canonical gather (XLA's docs/emitters.md): row ``d0`` of the indices holds the
+    start of the slice, clamped so the slice stays inside the operand."""
+    operand, starts = instr.operands
+    rank = len(operand.shape.dimensions)
+    canonical = (
+        tuple(instr.attr("offset_dims")) == tuple(range(1, rank + 1))
+        and not tuple(instr.attr("collapsed_slice_dims") or ())
+        and instr.attr("index_vector_dim") == 1
+        and len(starts.shape.dimensions) == 2
+        and tuple(instr.attr("start_index_map")) == tuple(range(starts.shape.dimensions[1]))
+    )
+    if not canonical:
+        raise UnimplementedError(f"gather ({instr.name}) is not in the canonical form of gather_simplifier")
+    sizes = instr.attr("slice_sizes")
+    source = list(indices[1:])
+    for k in range(starts.shape.dimensions[1]):
+        start = em.to_index(em.emit(starts, (indices[0], em.index(k))), starts.shape.element_type)
+        start = em.insert(arith.MaxSIOp(start, em.index(0))).result
+        start = em.insert(arith.MinSIOp(start, em.index(operand.shape.dimensions[k] - sizes[k]))).result
+        source[k] = em.insert(arith.AddiOp(source[k], start)).result
+    return em.operand(instr, 0, tuple(source))
