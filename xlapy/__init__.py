@@ -5,8 +5,7 @@ from xlapy.hlo import HloComputation, HloInstruction, HloModule, verify
 from xlapy.hlo import parse_module as parse_hlo
 from xlapy.interpreter import evaluate
 from xlapy.runtime import Executable, compile
-
-__version__ = "0.1.0"
+from xlapy.version import __version__
 
 __all__ = [
     "Executable", "HloComputation", "HloInstruction", "HloModule", "ParseError", "UnimplementedError", "VerifyError",

@@ -6,8 +6,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from xlapy import __version__
 from xlapy.errors import ParseError, XlapyError
+from xlapy.version import __version__
 
 
 class _UsageError(Exception):

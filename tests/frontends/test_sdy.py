@@ -1,5 +1,5 @@
 """Shardy in the StableHLO frontend: the compiler API document's examples
-(SPEC §5), Shardy's ops, and shardings living on the IR's values so that the
+(openxla/shardy docs/compiler_api.md), Shardy's ops, and shardings living on the IR's values so that the
 printer shows whatever they are now."""
 
 from __future__ import annotations
@@ -9,16 +9,16 @@ import pytest
 from xlapy.errors import VerifyError
 from xlapy.frontends.stablehlo import parse_module, print_module
 from xlapy.hlo import HloInstruction
+from xlapy.hlo.mlir_structure import encodes_mlir_structure, op_results, region_results
 from xlapy.shapes import Shape
 from xlapy.sharding.tensor_sharding import TensorSharding
-from xlapy.sharding.values import is_implicit, op_results, returned_values
 
 
 def _ops(computation) -> list[HloInstruction]:
-    return [i for i in computation.instructions if i.opcode != "parameter" and not is_implicit(i)]
+    return [i for i in computation.instructions if i.opcode != "parameter" and not encodes_mlir_structure(i)]
 
 
-# -- §5.4.1 input/output shardings -------------------------------------------------------------
+# -- input/output shardings -------------------------------------------------------------
 
 IO_SHARDINGS = """@mesh_xy = <["x"=2, "y"=2]>
 
@@ -54,7 +54,7 @@ def test_input_output_shardings_example() -> None:
 """
 
 
-# -- §5.4.2 sharding constraint -------------------------------------------------------------------
+# -- sharding constraint -------------------------------------------------------------------
 
 def test_sharding_constraint_example() -> None:
     module = parse_module("""
@@ -73,7 +73,7 @@ func.func @main(%arg0: tensor<8x8xf32>) -> tensor<8x8xf32> {
     assert '%1 = sdy.sharding_constraint %0 <@mesh_xy, [{"x"}, {?}]> : tensor<8x8xf32>' in print_module(module)
 
 
-# -- §5.4.3 sharding group (the document's text with its typos fixed) -------------------------------
+# -- sharding group (the document's text with its typos fixed) -------------------------------
 
 ZEROS_LIKE = """@mesh_xy = <["x"=2, "y"=2]>
 
@@ -122,7 +122,7 @@ func.func @f(%arg0: tensor<8xf32>) -> tensor<8xf32> {
     assert "    sdy.sharding_group %arg0 group_id=3 : tensor<8xf32>\n" in print_module(module)
 
 
-# -- §5.4.4 manual computation ---------------------------------------------------------------------
+# -- manual computation ---------------------------------------------------------------------
 
 MANUAL = """sdy.mesh @mesh_name = <["data"=2, "model"=2]>
 func.func @main(%arg0: tensor<16x32xf32>) -> tensor<16x32xf32> {
@@ -148,10 +148,10 @@ def test_manual_computation_example() -> None:
     assert manual.attributes["in_shardings"] == (TensorSharding.parse('<@mesh_name, [{"data"}, {"model", ?}]>'),)
     assert manual.sdy_sharding == TensorSharding.parse('<@mesh_name, [{"data"}, {?}]>')
     body = manual.called_computations[0]
-    # [A80]: the body works on the local type, 16 / 2 = 8 along the manual axis "data".
+    # The body works on the local type, 16 / 2 = 8 along the manual axis "data".
     assert [p.shape for p in body.parameters] == [Shape.array("f32", (8, 32))]
     assert manual.shape == Shape.array("f32", (16, 32))
-    assert returned_values(body) == [_ops(body)[0]]
+    assert region_results(body) == [_ops(body)[0]]
     assert print_module(module) == """module {
   sdy.mesh @mesh_name = <["data"=2, "model"=2]>
   func.func @main(%arg0: tensor<16x32xf32>) -> tensor<16x32xf32> {
@@ -168,7 +168,7 @@ out_shardings=[<@mesh_name, [{"data"}, {?}]>] manual_axes={"data"} (%arg1: tenso
 
 
 def test_free_axis_major_to_a_manual_axis_is_invalid() -> None:
-    # [A81]: {"model", "data"} with manual axis "data" breaks invariant 3.
+    # {"model", "data"} with manual axis "data" breaks invariant 3.
     with pytest.raises(VerifyError):
         parse_module(MANUAL.replace('{"data"}, {"model",?}', '{"model", "data"}, {?}'))
 

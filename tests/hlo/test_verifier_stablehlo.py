@@ -1,7 +1,8 @@
 """The HLO verifier on modules imported from StableHLO: it accepts every valid
-program in its StableHLO forms (variadic while, regions using enclosing
+program with StableHLO's forms (variadic while, regions using enclosing
 values, Shardy's ops, ops kept under their MLIR names) and still refuses
-what breaks them. The import runs it (``verify=True`` by default)."""
+what breaks them; an HLO opcode keeps HLO's rules in an imported module too.
+The import runs it (``verify=True`` by default)."""
 
 from __future__ import annotations
 
@@ -93,9 +94,10 @@ def test_shardy_ops_pass_their_operand_through():
 
 def test_the_while_form_is_still_checked():
     module = _program()
-    while_ = _instr(module, "while")
-    while_.replace_operand(1, _instr(module, "conditional"))
-    with pytest.raises(VerifyError, match=r"parameter 1 of body region_3 must be f32\[2\] to match while, got s32\[\]"):
+    while_ = _instr(module, "stablehlo.while")
+    while_.replace_operand(1, _instr(module, "stablehlo.case"))
+    with pytest.raises(VerifyError, match=r"parameter 1 of body region_3 must be f32\[2\] to match stablehlo.while, "
+                                          r"got s32\[\]"):
         verify(module)
 
 
@@ -108,11 +110,22 @@ def test_ops_kept_under_their_mlir_name_verify_but_do_not_run():
         xlapy.evaluate(module, np.zeros(2, np.float32))
 
 
-def test_hlo_text_has_no_ops_kept_under_mlir_names():
-    module = xlapy.parse_hlo("HloModule m\nENTRY e { p = f32[2] parameter(0)  ROOT n = f32[2] negate(p) }")
-    module.entry.root.opcode = "foo.bar"
-    with pytest.raises(VerifyError, match=r"computation e, instruction n: unknown opcode foo\.bar"):
+def test_an_opcode_means_the_same_in_hlo_text_and_in_imported_modules():
+    # A dialect-prefixed opcode names an op without HLO rules in either; an
+    # unknown opcode without a prefix is refused in either.
+    hlo = xlapy.parse_hlo("HloModule m\nENTRY e { p = f32[2] parameter(0)  ROOT n = f32[2] negate(p) }")
+    imported = parse_module("""func.func @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {
+  %0 = stablehlo.negate %arg0 : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}""")
+    for module in (hlo, imported):
+        root = module.entry.root
+        root.opcode = "foo.bar"
         verify(module)
+        root.opcode = "frobnicate"
+        with pytest.raises(VerifyError, match=f"computation {module.entry.name}, instruction {root.name}: unknown "
+                                              "opcode frobnicate"):
+            verify(module)
 
 
 def test_the_rng_form_takes_the_result_dimensions():
@@ -122,8 +135,8 @@ def test_the_rng_form_takes_the_result_dimensions():
   return %0 : tensor<3x4xf32>
 }"""
     verify(parse_module(text.replace("SIZE", "2")))
-    with pytest.raises(VerifyError, match=r"the shape operand of rng must hold one integer per result dimension, got "
-                                          r"s64\[3\] for f32\[3,4\]"):
+    with pytest.raises(VerifyError, match=r"the shape operand of stablehlo.rng must hold one integer per result "
+                                          r"dimension, got s64\[3\] for f32\[3,4\]"):
         parse_module(text.replace("SIZE", "3"))
 
 

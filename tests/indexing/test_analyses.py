@@ -1,4 +1,4 @@
-"""What the maps are for (SPEC.md §3.1): operand utilization (checked against
+"""What the maps are for (XLA's docs/indexing.md): operand utilization (checked against
 the reference interpreter: an element is read exactly when poisoning it
 poisons the output), read coalescing, and tile propagation."""
 
@@ -174,7 +174,7 @@ def test_tile_through_a_transpose_and_an_add():
 
 
 def test_tile_through_softmax_needs_whole_rows():
-    from tests.seed.test_indexing_fusion_and_simplifier import SOFTMAX
+    from tests.xla_doc_examples.test_indexing_fusion_and_simplifier import SOFTMAX
 
     assert tiles(SOFTMAX, Tile((1, 4, 0), (1, 2, 16), (1, 1, 1))) == [
         [((1, 4, 0), (1, 2, 16), (1, 1, 1), True), ((1, 4, 0), (1, 2, 125), (1, 1, 1), True)]

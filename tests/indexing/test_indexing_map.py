@@ -47,14 +47,14 @@ def test_one_line_form_round_trips(text):
     assert str(IndexingMap.parse(str(parsed))) == str(parsed)
 
 
-def test_multiline_form_is_the_spec_layout():
+def test_multiline_form_is_the_layout_xla_prints():
     text = "(d0, d1)[s0] -> (d0, s0), domain: d0 in [0, 9], d1 in [0, 4], s0 in [0, 1], d0 + s0 in [0, 5]"
     assert str(IndexingMap.parse(text)) == (
         "(d0, d1)[s0] -> (d0, s0),\ndomain:\nd0 in [0, 9],\nd1 in [0, 4],\ns0 in [0, 1],\nd0 + s0 in [0, 5]"
     )
 
 
-def test_spec_whitespace_and_newlines_are_accepted():
+def test_whitespace_and_newlines_of_xlas_docs_are_accepted():
     text = """(d0, d1, d2) -> (d0 - 5, (d1 - 3) floordiv 7, d2 floordiv 2),
     domain:
     d0 in [5, 9],
@@ -83,7 +83,7 @@ def test_xla_current_prints_are_read():
     assert older == IndexingMap.identity([4])
 
 
-def test_floordiv_spelling_and_implicit_products_of_the_spec():
+def test_floordiv_spelling_and_implicit_products_of_xlas_docs():
     m = IndexingMap.parse("(d0, d1) -> ((12d0 + 4d1) floorDiv 8), domain: d0 in [0, 9], d1 in [0, 9]")
     assert (
         m.to_string(multiline=False)

@@ -2,7 +2,7 @@
 
 1. Exact printed maps of cases from XLA's ``indexing_analysis_test.cc``
    (expected text written from XLA's expectations; where XLA's current term
-   order differs from the SPEC's, the SPEC's order is used and noted).
+   order differs from XLA's docs/indexing.md, the document's order is used and noted).
 2. Exact printed maps of the input-to-output maps XLA does not define (pad,
    dot, dynamic-slice, gather, reduce-window, scatter, sort, ...), as
    regressions.
@@ -22,7 +22,7 @@ import pytest
 import xlapy
 from tests.indexing.text import squeeze
 from xlapy.indexing import IndexingMap
-from xlapy.indexing.ops import op_input_to_output, op_output_to_input
+from xlapy.indexing.ops.op_indexing import op_input_to_output, op_output_to_input
 
 COMPUTATIONS = """
 max {
@@ -129,7 +129,7 @@ def test_xla_reshape_expand_subshape_only():
 
 def test_xla_generic_reshape_3d_to_2d():
     # XLA's current printer orders the sum `(d0 mod 2) * 2 + d1 floordiv 4`;
-    # the SPEC's order ([A43]) puts the quotient first.
+    # the order of XLA's docs/indexing.md (its 4x8 -> 2x4x4 reshape) puts the quotient first.
     reshape = root("p0 = f32[2, 4, 4] parameter(0)\nROOT reshape = f32[4, 8] reshape(p0)")
     check(
         op_output_to_input(reshape)[0],

@@ -1,4 +1,4 @@
-"""Comparing printed maps with the SPEC's and XLA's texts, which differ in
+"""Comparing printed maps with the texts of XLA's docs/indexing.md and tests, which differ in
 line breaks and spacing only."""
 
 

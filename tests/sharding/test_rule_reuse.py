@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sharding.test_op_sharding_rules import CASES, CONSERVATIVE_CASES, Case, instruction, rule_text
+from tests.sharding.test_op_sharding_rules import CASES, CONSERVATIVE_CASES, Case, case_instruction, rule_text
 from xlapy.hlo import HloInstruction
 from xlapy.sharding.rules import OP_SHARDING_RULES, op_sharding_rule
 from xlapy.sharding.rules.registry import FORM_ONLY_OPCODES
@@ -23,13 +23,13 @@ def _elsewhere(op: HloInstruction) -> HloInstruction:
 
 
 FORM_ONLY_CASES = [(c, conservative) for cases, conservative in ((CASES, False), (CONSERVATIVE_CASES, True))
-                   for c in cases if instruction(c.hlo).opcode in FORM_ONLY_OPCODES]
+                   for c in cases if case_instruction(c).opcode in FORM_ONLY_OPCODES]
 
 
 @pytest.mark.parametrize(("case", "conservative"), FORM_ONLY_CASES,
                          ids=[f"{c.name}{'-conservative' * k}" for c, k in FORM_ONLY_CASES])
 def test_rules_shared_by_form_do_not_depend_on_surroundings(case: Case, conservative: bool) -> None:
-    op = instruction(case.hlo)
+    op = case_instruction(case)
     assert rule_text(op_sharding_rule(op, conservative)) == case.rule
     moved = _elsewhere(op)
     # Built afresh, and as shared with the op above.
@@ -45,15 +45,15 @@ def test_rules_do_not_depend_on_the_order_ops_are_seen(conservative: bool) -> No
     cases = CONSERVATIVE_CASES if conservative else CASES
     expected = {c.name: c.rule for c in cases}
     for order in (cases, cases[::-1]):
-        ops = {c.name: instruction(c.hlo) for c in order}
+        ops = {c.name: case_instruction(c) for c in order}
         assert {name: rule_text(op_sharding_rule(op, conservative)) for name, op in ops.items()} == expected
 
 
 def test_an_op_edited_after_its_rule_was_built_gets_the_new_rule() -> None:
-    dots = [c for c in CASES if instruction(c.hlo).opcode == "dot"]
+    dots = [c for c in CASES if case_instruction(c).opcode == "dot"]
     first = dots[0]
     other = next(c for c in dots if c.rule != first.rule)
-    op, target = instruction(first.hlo), instruction(other.hlo)
+    op, target = case_instruction(first), case_instruction(other)
     assert rule_text(op_sharding_rule(op)) == first.rule
     # The same op object, edited in place into the other case's op.
     op.attributes.clear()

@@ -10,10 +10,17 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xlapy.errors import VerifyError
+from xlapy.hlo.mlir_structure import ComputationSource, InstructionSource, ModuleSource
 from xlapy.shapes import Shape
+
+if TYPE_CHECKING:
+    # Shardy's shardings and meshes are values the IR carries; the sharding
+    # package builds on this one, so they are named for type checkers only.
+    from xlapy.sharding.mesh import Mesh
+    from xlapy.sharding.tensor_sharding import TensorSharding
 
 
 class HloInstruction:
@@ -37,10 +44,11 @@ class HloInstruction:
         # parameter(N): the parameter number; constant(...): the literal (see literal.py).
         self.parameter_number: int | None = None
         self.literal: Any = None
-        # Shardy sharding of the value (a ``xlapy.sharding.TensorSharding``), if any.
-        self.sdy_sharding: Any = None
-        # How the StableHLO frontend prints this op (None for HLO text).
-        self.mlir: Any = None
+        # Shardy sharding of the value, if any.
+        self.sdy_sharding: TensorSharding | None = None
+        # How the StableHLO frontend prints this op (None for HLO text and
+        # instructions passes create); see ``xlapy.hlo.mlir_structure``.
+        self.mlir: InstructionSource | None = None
         for operand in operands or []:
             self.append_operand(operand)
 
@@ -139,9 +147,9 @@ class HloComputation:
         # The fusion instruction that owns this computation, if any.
         self.fusion_instruction: HloInstruction | None = None
         # Shardy shardings of a function's results (``func.func`` result attributes).
-        self.result_shardings: list[Any] = []
+        self.result_shardings: list[TensorSharding | None] = []
         # How the StableHLO frontend prints this function or region (None for HLO text).
-        self.mlir: Any = None
+        self.mlir: ComputationSource | None = None
         # Where instructions were last seen in ``instructions``, so that adding
         # before one or removing one need not search the whole list (see
         # ``_index_of``): id -> (position, inserts, removals) at that time.
@@ -314,9 +322,9 @@ class HloModule:
         # FileNames / FunctionNames / FileLocations / StackFrames sections, verbatim.
         self.stack_frame_sections: list[str] = []
         # Shardy meshes by symbol name, in declaration order (``sdy.mesh``).
-        self.meshes: dict[str, Any] = {}
+        self.meshes: dict[str, Mesh] = {}
         # How the StableHLO frontend prints the module (None for HLO text).
-        self.mlir: Any = None
+        self.mlir: ModuleSource | None = None
         self.names: set[str] = set()
         self._name_counters: dict[str, itertools.count] = {}
 
@@ -380,6 +388,17 @@ class HloModule:
 
     def __str__(self) -> str:
         return self.to_text()
+
+
+def while_condition_and_body(instr: HloInstruction) -> tuple[HloComputation, HloComputation]:
+    """The condition and body of HLO's ``while``: the computations its
+    ``condition`` and ``body`` attributes name; without them, XLA's order
+    (body first)."""
+    called = {c.name: c for c in instr.called_computations}
+    condition, body = called.get(str(instr.attributes.get("condition"))), called.get(str(instr.attributes.get("body")))
+    if condition is None or body is None or condition is body:
+        body, condition = instr.called_computations
+    return condition, body
 
 
 def _embedded_computations(computation: HloComputation) -> list[HloComputation]:

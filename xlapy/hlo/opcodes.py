@@ -59,7 +59,3 @@ OPCODES: dict[str, OpSpec] = {
 for _name in [n for n in OPCODES if not n.endswith(("-start", "-done", "-update"))]:
     for _suffix in ("-start", "-update", "-done"):
         OPCODES.setdefault(_name + _suffix, OpSpec(_name + _suffix))
-
-# Opcodes whose StableHLO form takes other operands than HLO's (see
-# ``xlapy.hlo.stablehlo_forms``): their shape rules check the operand count.
-STABLEHLO_OPERAND_COUNTS = frozenset({"while", "rng"})

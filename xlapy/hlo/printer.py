@@ -3,10 +3,14 @@ shows: `%` sigils, computation signatures, no operand shapes)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from xlapy.hlo.attribute_order import attribute_rank
 from xlapy.hlo.attributes import is_default, print_attribute, quote
-from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlapy.hlo.literal import format_literal
+
+if TYPE_CHECKING:  # the IR's to_text() calls this printer
+    from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
 
 
 def print_instruction(instruction: HloInstruction) -> str:

@@ -1,46 +1,54 @@
-"""Where an instruction imported from StableHLO differs from the HLO instruction
-of the same opcode, and how the rules that accept both tell them apart.
+"""StableHLO's forms of ops that HLO has too, with semantics of their own.
 
-The StableHLO frontend keeps the MLIR structure that sharding propagation works
-on, so an imported module is HLO with these differences:
+The StableHLO frontend maps each StableHLO op to the HLO instruction XLA has
+for it. Where the StableHLO op means something HLO's opcode does not, the
+instruction keeps the op's MLIR name as its opcode, so that an HLO opcode
+means the same wherever an instruction came from:
 
-- ``while`` takes one operand per loop value (not one tuple), its condition and
-  body one parameter each, and lists its computations condition first;
-- ``conditional`` takes only the branch index: its branches have no parameters
-  and use the enclosing computation's values directly (implicit capture);
-- ``opt-barrier`` takes any number of operands (not one tuple);
-- ``broadcast`` (``broadcast_in_dim``) may stretch an operand dimension of size 1;
-- ``all-to-all`` may concatenate along another dimension than it splits
-  (``split_dimension``, ``concat_dimension``, ``split_count``).
+- ``stablehlo.while``: one operand per loop value (HLO's ``while`` takes one,
+  usually a tuple); its condition and body take one parameter per value and
+  are its computations in that order;
+- ``stablehlo.case`` (``s32[]`` index) and ``stablehlo.if`` (``pred[]``): the
+  branch index is the only operand; the branches take no parameters and use
+  the enclosing computations' values directly (HLO's ``conditional`` passes
+  each branch an operand of its own);
+- ``stablehlo.optimization_barrier``: any number of operands, one result each
+  (HLO's ``opt-barrier`` passes one value through);
+- ``stablehlo.broadcast_in_dim``: may stretch an operand dimension of size 1
+  (HLO's ``broadcast`` may not); a broadcast that does not is HLO's ``broadcast``;
+- ``stablehlo.all_to_all``: may concatenate along another dimension than it
+  splits (``split_dimension``, ``concat_dimension``, ``split_count``), exchange
+  several operands, or leave the group size to the number of devices; one
+  that does none of this is HLO's ``all-to-all`` (``dimensions={d}``);
+- ``stablehlo.convert`` from complex to real numbers keeps the real part (HLO's
+  ``convert`` refuses); every other convert is HLO's ``convert``;
+- ``stablehlo.rng``: takes the result's dimensions as a third operand.
+
+Their rules live with HLO's, one per opcode, in each registry's family
+file: shape inference (``xlapy.hlo.shape_rules.stablehlo``), the interpreter
+(``xlapy.interpreter``: control_flow, data_movement, collectives,
+elementwise, random), sharding rules (``xlapy.sharding.rules``) and
+propagation's data-flow edges (``xlapy.sharding.propagation.graph``).
+Indexing and code generation have no rules for them and refuse them as any
+opcode they do not know.
 """
 
 from __future__ import annotations
 
-from xlapy.hlo.ir import HloComputation, HloInstruction
+from xlapy.hlo.opcodes import OpSpec
 
+STABLEHLO_OPCODES: dict[str, OpSpec] = {
+    "stablehlo.while": OpSpec("stablehlo.while"),
+    "stablehlo.case": OpSpec("stablehlo.case", arity=1),
+    "stablehlo.if": OpSpec("stablehlo.if", arity=1),
+    "stablehlo.optimization_barrier": OpSpec("stablehlo.optimization_barrier"),
+    "stablehlo.broadcast_in_dim": OpSpec("stablehlo.broadcast_in_dim", arity=1),
+    "stablehlo.all_to_all": OpSpec("stablehlo.all_to_all"),
+    "stablehlo.convert": OpSpec("stablehlo.convert", arity=1),
+    "stablehlo.rng": OpSpec("stablehlo.rng", arity=3),
+}
 
-def read_from_stablehlo(instr: HloInstruction) -> bool:
-    """Whether ``instr`` was read from StableHLO (and follows its op's rules)."""
-    return instr.mlir is not None
+# The ops whose regions may use values of the computations they run inside
+# (MLIR's implicit capture); every other computation sees only its parameters.
+CAPTURING_OPCODES = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.if"})
 
-
-def while_condition_and_body(instr: HloInstruction) -> tuple[HloComputation, HloComputation]:
-    """The condition and body of a ``while``, found by the names its attributes
-    give; without them, HLO's order (body first)."""
-    called = {c.name: c for c in instr.called_computations}
-    condition, body = called.get(str(instr.attributes.get("condition"))), called.get(str(instr.attributes.get("body")))
-    if condition is None or body is None or condition is body:
-        body, condition = instr.called_computations
-    return condition, body
-
-
-def region_results(computation: HloComputation) -> list[HloInstruction]:
-    """The values a computation returns: its root, or the operands of the
-    root tuple the StableHLO frontend adds for a region returning several
-    values (or one of an enclosing computation)."""
-    root = computation.root
-    if root is None:
-        return []
-    if root.opcode == "tuple" and getattr(root.mlir, "implicit", False):
-        return list(root.operands)
-    return [root]

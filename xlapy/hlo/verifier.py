@@ -14,19 +14,22 @@ from __future__ import annotations
 
 from xlapy.errors import VerifyError, XlapyError
 from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
-from xlapy.hlo.opcodes import OPCODES, STABLEHLO_OPERAND_COUNTS
-from xlapy.hlo.shape_inference import has_shape_rule, infer_shape, same_shape, show, without_layout
-from xlapy.hlo.stablehlo_forms import read_from_stablehlo
+from xlapy.hlo.opcodes import OPCODES
+from xlapy.hlo.shape_rules.helpers import same_shape, show, without_layout
+from xlapy.hlo.shape_rules.inference import has_shape_rule, infer_shape
+from xlapy.hlo.stablehlo_forms import CAPTURING_OPCODES, STABLEHLO_OPCODES
 from xlapy.shapes import Shape, ShapeParser, check_shape
 
 
 def verify(module: HloModule) -> None:
     """Raise ``VerifyError`` unless ``module`` is a valid HLO module.
 
-    A module imported from StableHLO is checked with the rules of its forms
-    (``xlapy.hlo.stablehlo_forms``): regions may use the values of the
-    computations they run inside, and ops the frontend keeps under their MLIR
-    name (``chlo.*``, ops read in the generic form) have no HLO rules."""
+    Opcodes are checked by their own rules wherever the instruction came
+    from: StableHLO's forms have opcodes of their own
+    (``xlapy.hlo.stablehlo_forms``), whose regions may use the values of the
+    computations they run inside; other opcodes with a dialect prefix
+    (``chlo.*``, ops an MLIR frontend kept under their names) are ops
+    xlapy has no rules for, accepted as declared."""
     _check_module(module)
     owners = _owners(module)
     # The call graph before any edge, so that a region's use of an enclosing
@@ -92,11 +95,12 @@ def _owners(module: HloModule) -> dict[int, HloComputation]:
 
 
 class _Enclosing:
-    """Which computations run inside which: a StableHLO region may use the
-    values of every computation that (transitively) calls it."""
+    """Which computations run inside which: a region of StableHLO's control
+    flow may use the values of every computation that (transitively) calls it."""
 
     def __init__(self, module: HloModule, owners: dict[int, HloComputation]):
         self._owners = owners
+        self.capturing = _capturing_regions(module)
         self._callers: dict[int, list[HloComputation]] = {}
         for computation in module.computations:
             for callee in computation.called_computations():
@@ -123,10 +127,17 @@ class _Enclosing:
         return owner is not None and owner is value.parent and self.encloses(owner, region)
 
 
-def _is_kept_mlir_op(instr: HloInstruction) -> bool:
-    # An op the StableHLO frontend keeps under its MLIR name (`chlo.erf_inv`,
-    # an op read in the generic form): no HLO opcode, so no HLO rules.
-    return read_from_stablehlo(instr) and "." in instr.opcode
+def _is_dialect_op(opcode: str) -> bool:
+    # An MLIR op kept under its name (`chlo.erf_inv`, an op read in the
+    # generic form); HLO's opcodes have no dialect prefix.
+    return "." in opcode
+
+
+def _capturing_regions(module: HloModule) -> set[int]:
+    """The ids of the regions that may use values of the computations they
+    run inside: those of StableHLO's control flow."""
+    return {id(region) for computation in module.computations for instr in computation.instructions
+            if instr.opcode in CAPTURING_OPCODES for region in instr.called_computations}
 
 
 def _check_operands(module: HloModule, computation: HloComputation, enclosing: _Enclosing) -> None:
@@ -136,26 +147,28 @@ def _check_operands(module: HloModule, computation: HloComputation, enclosing: _
     if id(computation.root) not in members:
         raise _error(computation, f"the ROOT {computation.root.name} is not an instruction of the computation")
     computations = {id(c) for c in module.computations}
+    captures = id(computation) in enclosing.capturing
     for instr in computation.instructions:
         if instr.parent is not computation:
             owner = "no computation" if instr.parent is None else f"computation {instr.parent.name}"
             raise _error(computation, f"is listed in this computation, but its parent is {owner}", instr)
-        spec = OPCODES.get(instr.opcode)
-        if spec is None and not _is_kept_mlir_op(instr):
+        spec = OPCODES.get(instr.opcode) or STABLEHLO_OPCODES.get(instr.opcode)
+        if spec is None and not _is_dialect_op(instr.opcode):
             raise _error(computation, f"unknown opcode {instr.opcode}", instr)
         arity = None if spec is None else spec.arity
-        if read_from_stablehlo(instr) and instr.opcode in STABLEHLO_OPERAND_COUNTS:
-            arity = None  # the shape rule checks the StableHLO form's operands
         if arity is not None and len(instr.operands) != arity:
             raise _error(computation, f"{instr.opcode} takes {arity} operand{'s' * (arity != 1)}, "
                                       f"got {len(instr.operands)}", instr)
         for index, operand in enumerate(instr.operands):
             if id(operand) not in members:
-                if read_from_stablehlo(instr) and enclosing.captures(operand, computation):
+                if captures and enclosing.captures(operand, computation):
                     continue
                 where = "no computation" if operand.parent is None else f"computation {operand.parent.name}"
+                why = "" if captures or not enclosing.captures(operand, computation) else (
+                    f"; only the regions of {', '.join(sorted(CAPTURING_OPCODES))} use values of the computations "
+                    "they run inside")
                 raise _error(computation, f"operand {index} ({operand.name}) is not in this computation but in "
-                                          f"{where}", instr)
+                                          f"{where}{why}", instr)
         for predecessor in instr.control_predecessors:
             if id(predecessor) not in members:
                 raise _error(computation, f"its control predecessor {predecessor.name} is not in this "

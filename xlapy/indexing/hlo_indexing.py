@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from xlapy.hlo.ir import HloComputation, HloInstruction
 from xlapy.indexing.indexing_map import IndexingMap
-from xlapy.indexing.ops import op_input_to_output, op_output_to_input
+from xlapy.indexing.ops.op_indexing import op_input_to_output, op_output_to_input
 
 
 def _result_shapes(instr: HloInstruction) -> list:

@@ -5,6 +5,7 @@ another, with the bounds of its variables and constraints on its domain
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -12,7 +13,9 @@ import numpy as np
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap, AffineSymExpr
 
 from xlapy.indexing import affine
+from xlapy.indexing.affine import MOD, binary_rhs_constant
 from xlapy.indexing.interval import Interval
+from xlapy.indexing.simplifier import ExprSimplifier, RangeEvaluator, narrow_constraint_once
 from xlapy.syntax import Cursor
 
 
@@ -352,8 +355,6 @@ class IndexingMap:
     def touched_ranges(self) -> list[Interval]:
         """For each result, an interval holding every index it takes over the
         domain (exact for sums of variables; an enclosure in general)."""
-        from xlapy.indexing.simplifier import RangeEvaluator
-
         ranges = RangeEvaluator(self, use_constraints=True)
         return [ranges.range(e) for e in self.results]
 
@@ -475,9 +476,7 @@ class IndexingMap:
     def simplify(self) -> IndexingMap:
         """The map with its expressions and constraints rewritten using the
         ranges of their variables (XLA's docs/indexing.md)."""
-        from xlapy.indexing.simplifier import simplify_map
-
-        return simplify_map(self)
+        return _simplify_map(self)
 
     # --- text ---
 
@@ -591,3 +590,81 @@ def _interval(cursor: Cursor) -> Interval:
 def _expect_end(cursor: Cursor) -> None:
     if not cursor.at_end():
         raise cursor.error(f"unexpected {cursor.found()} after the indexing map")
+
+
+# --- simplification (XLA's docs/indexing.md) ---
+
+
+def _simplify_map(indexing_map: IndexingMap) -> IndexingMap:
+    """Simplifies constraints (tightening variable bounds, dropping the ones
+    that always hold, detecting unsatisfiable ones) and then the results,
+    until nothing changes."""
+    if indexing_map.is_undefined() or indexing_map.is_known_empty():
+        return indexing_map
+    current = indexing_map
+    for _ in range(16):
+        simplified = _simplify_once(current)
+        if simplified.is_known_empty() or simplified == current:
+            return simplified
+        current = simplified
+    return current
+
+
+def _simplify_once(indexing_map: IndexingMap) -> IndexingMap:
+    # Constraints are simplified without using themselves as facts.
+    constraint_simplifier = ExprSimplifier(RangeEvaluator(indexing_map, use_constraints=False))
+    constraints: list[tuple[AffineExpr, Interval]] = []
+    for expr, bounds in indexing_map.constraints.items():
+        expr = constraint_simplifier.simplify(expr)
+        while True:
+            narrowed = narrow_constraint_once(constraint_simplifier, expr, bounds)
+            if narrowed is None:
+                break
+            expr, bounds = narrowed
+        expr_range = constraint_simplifier.ranges.range(expr)
+        if bounds.contains(expr_range):
+            continue  # always holds
+        if expr_range.intersect(bounds).is_empty():
+            return IndexingMap.known_empty(indexing_map.num_dims, indexing_map.num_symbols)
+        constraints.append((expr, bounds))
+    narrowed_map = IndexingMap(
+        indexing_map.affine_map,
+        indexing_map.dim_vars,
+        indexing_map.range_vars,
+        indexing_map.rt_vars,
+        _merge_mod_constraints(indexing_map, constraints),
+    )
+    if narrowed_map.is_known_empty():
+        return narrowed_map
+    result_simplifier = ExprSimplifier(RangeEvaluator(narrowed_map, use_constraints=True))
+    results = tuple(result_simplifier.simplify(e) for e in narrowed_map.results)
+    return IndexingMap.from_exprs(
+        results, narrowed_map.dim_vars, narrowed_map.range_vars, narrowed_map.rt_vars, narrowed_map.constraints
+    )
+
+
+def _merge_mod_constraints(
+    indexing_map: IndexingMap, constraints: list[tuple[AffineExpr, Interval]]
+) -> list[tuple[AffineExpr, Interval]]:
+    """``x mod a in [r, r]`` and ``x mod b in [r, r]`` become ``x mod lcm(a, b)
+    in [r, r]``; on a variable, such a constraint also moves its bounds to
+    the first and last values that meet it."""
+    merged: dict[tuple[AffineExpr, int], int] = {}
+    others = []
+    for expr, bounds in constraints:
+        modulus = binary_rhs_constant(expr, MOD)
+        if modulus is not None and modulus > 0 and bounds.is_point() and 0 <= bounds.lower < modulus:
+            key = (expr.lhs, bounds.lower)
+            merged[key] = math.lcm(merged.get(key, 1), modulus)
+        else:
+            others.append((expr, bounds))
+    result = []
+    ranges = RangeEvaluator(indexing_map)
+    for (x, residue), modulus in merged.items():
+        result.append((affine.mod(x, modulus), Interval(residue, residue)))
+        if isinstance(x, (AffineDimExpr, AffineSymExpr)):
+            current = ranges.range(x)
+            lower = current.lower + (residue - current.lower) % modulus
+            upper = current.upper - (current.upper - residue) % modulus
+            result.append((x, Interval(lower, upper)))
+    return result + others

@@ -1,4 +1,5 @@
-"""The range-aware simplifier of indexing maps (XLA's docs/indexing.md).
+"""The range-aware simplifier of the expressions of indexing maps (XLA's
+docs/indexing.md); ``IndexingMap.simplify`` applies it to a whole map.
 
 MLIR's own folds cannot assume anything about the values of variables; these
 rewrites use the bounds of the variables (and of the sub-expressions, by
@@ -12,13 +13,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from xdsl.ir.affine import AffineBinaryOpExpr, AffineConstantExpr, AffineDimExpr, AffineExpr, AffineSymExpr
 
 from xlapy.indexing import affine
 from xlapy.indexing.affine import ADD, FLOORDIV, MOD, MUL, binary_rhs_constant
-from xlapy.indexing.indexing_map import IndexingMap
 from xlapy.indexing.interval import Interval
+
+if TYPE_CHECKING:  # the maps are read, never built, here: indexing_map imports this module
+    from xlapy.indexing.indexing_map import IndexingMap
 
 ZERO = affine.const(0)
 
@@ -311,7 +315,9 @@ class ExprSimplifier:
 # --- constraints ---
 
 
-def _narrow_constraint_once(simplifier: ExprSimplifier, expr: AffineExpr, bounds: Interval):
+def narrow_constraint_once(
+    simplifier: ExprSimplifier, expr: AffineExpr, bounds: Interval
+) -> tuple[AffineExpr, Interval] | None:
     """The first rule of XLA's range-aware simplification: ``lb <= x (+, *, floordiv) c <= ub`` becomes
     bounds on ``x``. Returns the new ``(expr, bounds)`` or None."""
     if not isinstance(expr, AffineBinaryOpExpr):
@@ -341,78 +347,3 @@ def _narrow_constraint_once(simplifier: ExprSimplifier, expr: AffineExpr, bounds
     if kind is FLOORDIV and c > 0:
         return expr.lhs, Interval(bounds.lower * c, (bounds.upper + 1) * c - 1)
     return None
-
-
-def simplify_map(indexing_map: IndexingMap) -> IndexingMap:
-    """Simplifies constraints (tightening variable bounds, dropping the ones
-    that always hold, detecting unsatisfiable ones) and then the results,
-    until nothing changes."""
-    if indexing_map.is_undefined() or indexing_map.is_known_empty():
-        return indexing_map
-    current = indexing_map
-    for _ in range(16):
-        simplified = _simplify_once(current)
-        if simplified.is_known_empty() or simplified == current:
-            return simplified
-        current = simplified
-    return current
-
-
-def _simplify_once(indexing_map: IndexingMap) -> IndexingMap:
-    # Constraints are simplified without using themselves as facts.
-    constraint_simplifier = ExprSimplifier(RangeEvaluator(indexing_map, use_constraints=False))
-    constraints: list[tuple[AffineExpr, Interval]] = []
-    for expr, bounds in indexing_map.constraints.items():
-        expr = constraint_simplifier.simplify(expr)
-        while True:
-            narrowed = _narrow_constraint_once(constraint_simplifier, expr, bounds)
-            if narrowed is None:
-                break
-            expr, bounds = narrowed
-        expr_range = constraint_simplifier.ranges.range(expr)
-        if bounds.contains(expr_range):
-            continue  # always holds
-        if expr_range.intersect(bounds).is_empty():
-            return IndexingMap.known_empty(indexing_map.num_dims, indexing_map.num_symbols)
-        constraints.append((expr, bounds))
-    narrowed_map = IndexingMap(
-        indexing_map.affine_map,
-        indexing_map.dim_vars,
-        indexing_map.range_vars,
-        indexing_map.rt_vars,
-        _merge_mod_constraints(indexing_map, constraints),
-    )
-    if narrowed_map.is_known_empty():
-        return narrowed_map
-    result_simplifier = ExprSimplifier(RangeEvaluator(narrowed_map, use_constraints=True))
-    results = tuple(result_simplifier.simplify(e) for e in narrowed_map.results)
-    return IndexingMap.from_exprs(
-        results, narrowed_map.dim_vars, narrowed_map.range_vars, narrowed_map.rt_vars, narrowed_map.constraints
-    )
-
-
-def _merge_mod_constraints(
-    indexing_map: IndexingMap, constraints: list[tuple[AffineExpr, Interval]]
-) -> list[tuple[AffineExpr, Interval]]:
-    """``x mod a in [r, r]`` and ``x mod b in [r, r]`` become ``x mod lcm(a, b)
-    in [r, r]``; on a variable, such a constraint also moves its bounds to
-    the first and last values that meet it."""
-    merged: dict[tuple[AffineExpr, int], int] = {}
-    others = []
-    for expr, bounds in constraints:
-        modulus = binary_rhs_constant(expr, MOD)
-        if modulus is not None and modulus > 0 and bounds.is_point() and 0 <= bounds.lower < modulus:
-            key = (expr.lhs, bounds.lower)
-            merged[key] = math.lcm(merged.get(key, 1), modulus)
-        else:
-            others.append((expr, bounds))
-    result = []
-    ranges = RangeEvaluator(indexing_map)
-    for (x, residue), modulus in merged.items():
-        result.append((affine.mod(x, modulus), Interval(residue, residue)))
-        if isinstance(x, (AffineDimExpr, AffineSymExpr)):
-            current = ranges.range(x)
-            lower = current.lower + (residue - current.lower) % modulus
-            upper = current.upper - (current.upper - residue) % modulus
-            result.append((x, Interval(lower, upper)))
-    return result + others

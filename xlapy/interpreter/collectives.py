@@ -54,14 +54,24 @@ def _reduce_scatter(instr, operands, ev):
 def _all_to_all(instr, operands, ev):
     me, values = _exchanged(instr, operands, ev)
     count = len(values)
-    if "split_dimension" in instr.attributes:
-        split, concat = instr.attr("split_dimension"), instr.attr("concat_dimension")
-    elif instr.attributes.get("dimensions"):
-        split = concat = instr.attr("dimensions")[0]
-    else:
+    if not instr.attributes.get("dimensions"):
         # The tuple form: participant i's j-th operand goes to participant j's i-th result.
         return _packed([values[i][me] for i in range(count)])
-    blocks = [np.split(np.asarray(v[0]), count, axis=split)[me] for v in values]
+    dimension = instr.attr("dimensions")[0]
+    return _split_and_concatenate([v[0] for v in values], me, dimension, dimension)
+
+
+def _stablehlo_all_to_all(instr, operands, ev):
+    me, values = _exchanged(instr, operands, ev)
+    split, concat = instr.attr("split_dimension"), instr.attr("concat_dimension")
+    return _packed([_split_and_concatenate([v[i] for v in values], me, split, concat)
+                    for i in range(len(operands))])
+
+
+def _split_and_concatenate(sent: list, me: int, split: int, concat: int):
+    # Each participant's array is split in as many blocks as there are
+    # participants; this one receives block `me` of each, in order.
+    blocks = [np.split(np.asarray(array), len(sent), axis=split)[me] for array in sent]
     return np.concatenate(blocks, axis=concat)
 
 
@@ -94,6 +104,7 @@ rule("all-reduce", "all-reduce-start")(_all_reduce)
 rule("all-gather")(_all_gather)
 rule("reduce-scatter")(_reduce_scatter)
 rule("all-to-all")(_all_to_all)
+rule("stablehlo.all_to_all")(_stablehlo_all_to_all)
 rule("collective-broadcast")(_collective_broadcast)
 rule("collective-permute")(_permute)
 

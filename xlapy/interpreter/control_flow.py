@@ -1,26 +1,19 @@
-"""Ops that call computations: while, conditional, call, fusion, async wrappers."""
+"""Ops that call computations: while, conditional (and StableHLO's while, case
+and if), call, fusion, async wrappers."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from xlapy.errors import XlapyError
-from xlapy.hlo.stablehlo_forms import while_condition_and_body
+from xlapy.hlo.ir import while_condition_and_body
+from xlapy.hlo.mlir_structure import encodes_mlir_structure
 from xlapy.interpreter.registry import rule
 from xlapy.interpreter.sharding_ops import hlo_manual_call, run_hlo_manual_call
 
 
-def _as_returned(value, shape):
-    # A StableHLO region returning one value of an enclosing computation ends
-    # in a one-element tuple of it: the region's result is that value.
-    if isinstance(value, tuple) and len(value) == 1 and not shape.is_tuple:
-        return value[0]
-    return value
-
-
 def _holds(value) -> bool:
-    # A condition's pred[], possibly as a StableHLO region's one-element tuple.
-    return bool(np.asarray(value[0] if isinstance(value, tuple) else value))
+    return bool(np.asarray(value))
 
 
 def _count_iteration(instr, ev, done: int) -> None:
@@ -31,39 +24,63 @@ def _count_iteration(instr, ev, done: int) -> None:
 
 @rule("while")
 def _while(instr, operands, ev):
+    # One state, the condition's and body's one parameter.
     condition, body = while_condition_and_body(instr)
+    (state,) = operands
     done = 0
-    if len(operands) == 1:
-        # HLO's while: one (usually tuple) state, the regions' one parameter.
-        state = operands[0]
-        while _holds(ev.call(condition, state)):
-            _count_iteration(instr, ev, done)
-            state = _as_returned(ev.call(body, state), instr.shape)
-            done += 1
-        return state
-    # StableHLO's while: one operand and one region parameter per loop value.
-    state = tuple(operands)
-    while _holds(ev.call(condition, *state)):
+    while _holds(ev.call(condition, state)):
         _count_iteration(instr, ev, done)
-        state = tuple(ev.call(body, *state))
+        state = ev.call(body, state)
         done += 1
     return state
 
 
+def _region_values(region, value) -> tuple:
+    """The values a region returns, from the value of its root (a tuple
+    when the root only encodes a return of several values)."""
+    root = region.root
+    return tuple(value) if root.opcode == "tuple" and encodes_mlir_structure(root) else (value,)
+
+
+def _op_value(values: tuple):
+    # An op of one result has that value; of several (or none), their tuple.
+    return values[0] if len(values) == 1 else values
+
+
+@rule("stablehlo.while")
+def _stablehlo_while(instr, operands, ev):
+    # One operand, condition parameter and body parameter per loop value.
+    condition, body = instr.called_computations
+    state = tuple(operands)
+    done = 0
+    while _holds(_region_values(condition, ev.call(condition, *state))[0]):
+        _count_iteration(instr, ev, done)
+        state = _region_values(body, ev.call(body, *state))
+        done += 1
+    return _op_value(state)
+
+
 @rule("conditional")
 def _conditional(instr, operands, ev):
-    selector, branch_operands = np.asarray(operands[0]), operands[1:]
-    branches = instr.called_computations
+    # Each branch takes its own operand (after the branch index).
+    chosen = _branch(np.asarray(operands[0]), len(instr.called_computations))
+    return ev.call(instr.called_computations[chosen], operands[1 + chosen])
+
+
+@rule("stablehlo.case", "stablehlo.if")
+def _stablehlo_case(instr, operands, ev):
+    # The branches take no parameters: they use their enclosing computations' values.
+    chosen = _branch(np.asarray(operands[0]), len(instr.called_computations))
+    branch = instr.called_computations[chosen]
+    return _op_value(_region_values(branch, ev.call(branch)))
+
+
+def _branch(selector: np.ndarray, count: int) -> int:
     if selector.dtype == np.bool_:
-        chosen = 0 if selector else 1  # true_computation, then false_computation
-    else:
-        # An index out of range runs the last branch.
-        index = int(selector)
-        chosen = index if 0 <= index < len(branches) else len(branches) - 1
-    # HLO passes each branch its own operand; StableHLO's branches take none
-    # (they use the enclosing computation's values directly).
-    args = branch_operands[chosen:chosen + 1] if len(branch_operands) == len(branches) else []
-    return _as_returned(ev.call(branches[chosen], *args), instr.shape)
+        return 0 if selector else 1  # the true branch, then the false one
+    # An index out of range runs the last branch.
+    index = int(selector)
+    return index if 0 <= index < count else count - 1
 
 
 @rule("call", "fusion")

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 from xlapy.errors import UnimplementedError
-from xlapy.hlo.shape_inference import PASS_THROUGH_TARGETS, SHARD_SHAPE_TARGETS
+from xlapy.hlo.shape_rules.custom_call import PASS_THROUGH_TARGETS, SHARD_SHAPE_TARGETS
 from xlapy.interpreter.registry import rule
 from xlapy.interpreter.sharding_ops import is_global_side
 
@@ -34,7 +34,7 @@ def _same_shape_pass_through(instr, operands, ev):
 
 
 # The interpreter's rule of each custom-call target (the verifier's are
-# shape_inference.CUSTOM_CALL_RULES; the two lists of targets come from there).
+# shape_rules.registry.CUSTOM_CALL_RULES; the two lists of targets come from shape_rules.custom_call).
 CUSTOM_CALL_TARGETS: dict[str, Callable] = {
     **dict.fromkeys(PASS_THROUGH_TARGETS, _pass_through),
     **dict.fromkeys(SHARD_SHAPE_TARGETS, _same_shape_pass_through),

@@ -25,15 +25,15 @@ def _iota(instr, operands, ev) -> np.ndarray:
     return np.broadcast_to(positions, dims).astype(dtype_of(instr.shape.element_type))
 
 
-@rule("broadcast")
+@rule("broadcast", "stablehlo.broadcast_in_dim")
 def _broadcast(instr, operands, ev) -> np.ndarray:
     operand = np.asarray(operands[0])
     dims = tuple(instr.attr("dimensions", ()))
     out_dims = instr.shape.dimensions
     # Order the operand's dimensions as they appear in the output, then give
     # every other output dimension size 1. The operand keeps its own sizes, so
-    # a size-1 dimension (which StableHLO's broadcast_in_dim may map to a
-    # larger one) stretches.
+    # a size-1 dimension that StableHLO's broadcast_in_dim maps to a larger
+    # one stretches (HLO's broadcast maps dimensions to equal sizes).
     order = sorted(range(len(dims)), key=lambda i: dims[i])
     sizes = dict(zip(dims, operand.shape))
     placed = np.transpose(operand, order).reshape([sizes.get(d, 1) for d in range(len(out_dims))])
@@ -152,8 +152,12 @@ def _identity(instr, operands, ev):
 
 @rule("opt-barrier")
 def _barrier(instr, operands, ev):
-    # HLO's barrier passes its one (tuple) operand through; StableHLO's takes
-    # any number of values and passes each through as one of its results.
+    return operands[0]
+
+
+@rule("stablehlo.optimization_barrier")
+def _stablehlo_barrier(instr, operands, ev):
+    # Each operand passes through as one result.
     return operands[0] if len(operands) == 1 else tuple(operands)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from xlapy.errors import UnimplementedError
 from xlapy.hlo import HloInstruction
-from xlapy.hlo.shape_inference import infer_shape
+from xlapy.hlo.shape_rules.inference import infer_shape
 from xlapy.shapes import ELEMENT_TYPES, TypeKind
 
 _PRED, _SIGNED, _UNSIGNED = TypeKind.PRED, TypeKind.SIGNED, TypeKind.UNSIGNED

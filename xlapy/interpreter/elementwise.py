@@ -312,6 +312,12 @@ def _convert(instr, operands, ev) -> np.ndarray:
     return convert(operands[0], dtype_of(instr.shape.element_type))
 
 
+@rule("stablehlo.convert")
+def _stablehlo_convert(instr, operands, ev) -> np.ndarray:
+    # From complex to real numbers: the real part.
+    return convert(np.real(operands[0]), dtype_of(instr.shape.element_type))
+
+
 @rule("bitcast-convert")
 def _bitcast_convert(instr, operands, ev) -> np.ndarray:
     value = np.ascontiguousarray(operands[0])

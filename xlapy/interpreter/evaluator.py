@@ -9,9 +9,10 @@ import numpy as np
 from xlapy.errors import UnimplementedError, XlapyError
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
 from xlapy.hlo.arguments import check_argument, check_arguments
+from xlapy.interpreter.all_rules import RULES
 from xlapy.interpreter.element_kinds import check_element_kinds
 from xlapy.interpreter.numerics import dtype_of, narrow
-from xlapy.interpreter.registry import RULES, Value
+from xlapy.interpreter.registry import Value
 from xlapy.interpreter.spmd import Device, DeviceLayout, Meeting, unsupported
 from xlapy.memory import out_of_memory_as_error
 from xlapy.shapes import Shape

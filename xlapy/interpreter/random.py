@@ -146,10 +146,11 @@ def _rng_bit_generator(instr, operands, ev) -> tuple:
     return (next_state, bits.view(dtype))
 
 
-@rule("rng")
+@rule("rng", "stablehlo.rng")
 def _rng(instr, operands, ev) -> np.ndarray:
+    # StableHLO's third operand holds the result's dimensions, which the shape has too.
     dims = instr.shape.dimensions
-    a, b = (np.asarray(o).astype(np.float64) for o in operands)
+    a, b = (np.asarray(o).astype(np.float64) for o in operands[:2])
     if instr.attr("distribution") == "rng_normal":
         return ev.random.normal(a, b, dims)
     if dtype_of(instr.shape.element_type).kind in "iu":

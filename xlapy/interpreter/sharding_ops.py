@@ -30,6 +30,7 @@ from xlapy.syntax import Cursor
 _COLLECTIVES = frozenset({
     "all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter", "all-to-all",
     "collective-broadcast", "collective-permute", "collective-permute-start", "ragged-all-to-all",
+    "stablehlo.all_to_all",
 })
 
 

@@ -48,7 +48,7 @@ def _mirrors(a: HloInstruction, b: HloInstruction, pa: int, pb: int) -> bool:
         return False
     if any(x is not y for x, y in zip(a.called_computations, b.called_computations)):
         return False
-    if a.opcode in ("rng", "rng-bit-generator", "custom-call", "infeed", "recv"):
+    if a.opcode in ("rng", "stablehlo.rng", "rng-bit-generator", "custom-call", "infeed", "recv"):
         return False
     if a.opcode == "constant":
         la, lb = np.asarray(a.literal), np.asarray(b.literal)

@@ -37,8 +37,7 @@ class DeviceLayout:
     def of(module: HloModule) -> DeviceLayout:
         """The module's replica_count/num_partitions (HLO header or the MLIR
         module's ``mhlo.num_replicas``/``mhlo.num_partitions``), 1 when absent."""
-        return DeviceLayout(_module_count(module, "replica_count", "mhlo.num_replicas"),
-                            _module_count(module, "num_partitions", "mhlo.num_partitions"))
+        return DeviceLayout(_module_count(module, "replica_count"), _module_count(module, "num_partitions"))
 
     def describe(self) -> str:
         return f"replica_count={self.replica_count}, num_partitions={self.num_partitions}"
@@ -53,12 +52,9 @@ class DeviceLayout:
 _INT64_MAX = (1 << 63) - 1
 
 
-def _module_count(module: HloModule, hlo_name: str, mlir_name: str) -> int:
+def _module_count(module: HloModule, hlo_name: str) -> int:
+    # The StableHLO frontend sets these from the MLIR module's mhlo.num_replicas / mhlo.num_partitions.
     text = module.attributes.get(hlo_name)
-    if text is None:
-        record = getattr(module, "mlir", None)
-        attr = getattr(record, "attributes", {}).get(mlir_name) if record is not None else None
-        text = getattr(attr, "value", None)
     if text is None:
         return 1
     text = str(text).strip()

@@ -20,7 +20,8 @@ from xlapy.codegen.launch import Device, LaunchDimensions
 from xlapy.errors import UnimplementedError, VerifyError, XlapyError
 from xlapy.hlo.arguments import check_argument, check_arguments
 from xlapy.hlo.ir import HloInstruction, HloModule
-from xlapy.hlo.shape_inference import infer_shape, same_shape
+from xlapy.hlo.shape_rules.helpers import same_shape
+from xlapy.hlo.shape_rules.inference import infer_shape
 from xlapy.memory import buffer_bytes, check_bytes
 from xlapy.runtime.kernel_cache import cached_kernel, fingerprint
 from xlapy.runtime.thread_pool import run_blocks

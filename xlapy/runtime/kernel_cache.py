@@ -33,6 +33,7 @@ from xlapy.errors import XlapyError
 from xlapy.files import read_regular_file
 from xlapy.hlo.ir import HloInstruction
 from xlapy.hlo.printer import print_computation
+from xlapy.version import __version__
 
 # Bumped whenever the layout of an entry changes: older entries then fail the magic check.
 _MAGIC = b"xlapy-kernel-2\n"
@@ -61,9 +62,7 @@ def cache_directory() -> Path:
 def source_hash() -> str:
     """A hash of the source of the whole xlapy package (file names and contents), so that a changed compiler,
     IR, simplifier or shape library never reuses kernels of an older one (even between releases)."""
-    import xlapy
-
-    return tree_hash(Path(xlapy.__file__).parent)
+    return tree_hash(Path(__file__).parent.parent)  # this file is xlapy/runtime/kernel_cache.py
 
 
 def tree_hash(root: Path) -> str:
@@ -100,8 +99,6 @@ def host_cpu() -> str:
 
 def key_inputs(fusion: HloInstruction, device: Device, options: str = "") -> dict[str, str]:
     """Everything a kernel's key covers, by name (see ``fingerprint``)."""
-    from xlapy import __version__
-
     return {
         "format": _MAGIC.decode().strip(),
         "xlapy": __version__,

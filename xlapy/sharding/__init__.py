@@ -1,8 +1,8 @@
 """Shardy: meshes, tensor shardings, sharding rules and propagation.
 
 The names below are loaded on first use, so that importing one submodule
-(``xlapy.sharding.mesh``, as the interpreter does) does not load propagation
-and the frontends it depends on.
+(``xlapy.sharding.mesh``, as the interpreter and the frontends do) does not
+load propagation and the sharding rules of every op.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from xlapy.sharding.mesh import Mesh, MeshAxis
     from xlapy.sharding.op_sharding_rule import OpShardingRule
     from xlapy.sharding.propagate import STRATEGIES, propagate
-    from xlapy.sharding.rules import op_sharding_rule
+    from xlapy.sharding.rules.lookup import op_sharding_rule
     from xlapy.sharding.tensor_sharding import DimensionSharding, TensorSharding
 
 _HOMES = {

@@ -24,12 +24,12 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from xlapy.errors import VerifyError
 from xlapy.hlo import HloComputation, HloInstruction
-from xlapy.hlo.shape_inference import op_check
+from xlapy.hlo.mlir_structure import encodes_mlir_structure, op_results, region_results, source_of
+from xlapy.hlo.shape_rules.registry import op_check
 from xlapy.shapes import Shape
 from xlapy.sharding.axis_ref import AxisRef, is_sorted_by_mesh
 from xlapy.sharding.mesh import Mesh, quote
 from xlapy.sharding.tensor_sharding import TensorSharding
-from xlapy.sharding.values import is_implicit, op_results, returned_values
 
 MANUAL_COMPUTATION = "sdy.manual_computation"
 # Ops whose called computations are functions (symbols), not regions nested in the op.
@@ -214,12 +214,8 @@ def verify_value_sharding(sharding: TensorSharding, shape: Shape, meshes: Mappin
 def describe(instr: HloInstruction) -> str:
     """How messages name an op: as MLIR wrote it (``stablehlo.add %3``) when it came
     from MLIR, else by HLO opcode and name."""
-    record = instr.mlir
-    op_name = getattr(record, "name", None)
-    if not isinstance(op_name, str) or getattr(record, "implicit", False):
-        return f"{instr.opcode} {instr.name}"
-    results = getattr(record, "results", None) or []
-    return f"{op_name} %{results[0][0]}" if results else op_name
+    written = None if encodes_mlir_structure(instr) else source_of(instr).describe()
+    return written or f"{instr.opcode} {instr.name}"
 
 
 def _same_dims(a: Shape, b: Shape) -> bool:
@@ -288,7 +284,7 @@ def verify_manual_computation(instr: HloInstruction, meshes: Mapping[str, Mesh],
         verify_value_sharding(sharding, shape, meshes, f"{where} {kind}[{index}]", bound)
 
     if not values:
-        if manual_axes and any(not is_implicit(i) and i.opcode != "parameter" for i in body.instructions):
+        if manual_axes and any(not encodes_mlir_structure(i) and i.opcode != "parameter" for i in body.instructions):
             raise _fail(where, "cannot have manual_axes when there are no in/out shardings and the body is not empty")
         return
 
@@ -343,7 +339,7 @@ def verify_manual_computation(instr: HloInstruction, meshes: Mapping[str, Mesh],
 
     # Invariant 4: the body sees the local types.
     params = body.parameters
-    returned = returned_values(body)
+    returned = region_results(body)
     for kind, count, body_count, noun in (("operand", len(instr.operands), len(params), "parameters"),
                                           ("result", len(results), len(returned), "returned values")):
         if count != body_count:
@@ -390,7 +386,7 @@ def verify_module(module, implicit_manual_replication: bool = True) -> None:
             if param.sdy_sharding is not None:
                 verify_value_sharding(param.sdy_sharding, param.shape, meshes,
                                       f"{where} arg {param.parameter_number}")
-        returned = returned_values(computation)
+        returned = region_results(computation)
         shardings = list(computation.result_shardings or [])
         if any(s is not None for s in shardings) and len(shardings) != len(returned):
             raise _fail(where, f"result shardings don't match number of results: {len(shardings)} shardings vs "
@@ -419,7 +415,7 @@ def _verify_body(computation: HloComputation, meshes: Mapping[str, Mesh], func_w
             continue
         if _is_result_of(instr, MANUAL_COMPUTATION):
             continue  # its out sharding was checked with the manual computation
-        if is_implicit(instr) and instr.opcode == "tuple":
+        if encodes_mlir_structure(instr) and instr.opcode == "tuple":
             continue
         _verify_op_shardings(instr, meshes, where, bound)
         if instr.opcode not in _FUNCTION_CALLERS:
@@ -428,13 +424,13 @@ def _verify_body(computation: HloComputation, meshes: Mapping[str, Mesh], func_w
 
 
 def _is_result_of(instr: HloInstruction, opcode: str) -> bool:
-    return (instr.opcode == "get-tuple-element" and is_implicit(instr) and bool(instr.operands)
+    return (instr.opcode == "get-tuple-element" and encodes_mlir_structure(instr) and bool(instr.operands)
             and instr.operands[0].opcode == opcode)
 
 
 def _verify_op_shardings(instr: HloInstruction, meshes: Mapping[str, Mesh], where: str,
                          bound: tuple[str, ...]) -> None:
-    if instr.opcode == "get-tuple-element" and is_implicit(instr):
+    if instr.opcode == "get-tuple-element" and encodes_mlir_structure(instr):
         return  # checked with the op that defines it
     results = op_results(instr)
     if instr.shape.is_tuple and not results:

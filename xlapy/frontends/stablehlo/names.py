@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from xlapy.frontends.stablehlo.printer import Printer
-from xlapy.frontends.stablehlo_ops import spec_for
+from typing import TYPE_CHECKING
+
+from xlapy.frontends.stablehlo_ops.catalog import spec_for
 from xlapy.frontends.stablehlo_ops.records import FuncRecord
 from xlapy.hlo import HloComputation, HloInstruction
+from xlapy.hlo.mlir_structure import encodes_mlir_structure
+
+if TYPE_CHECKING:
+    # The printer runs the naming (and imports this module); names are given through it.
+    from xlapy.frontends.stablehlo.printer import Printer
 
 
 class MlirNames:
@@ -44,7 +50,7 @@ class MlirNames:
                 else:
                     self.printer.names[id(param)] = unique(f"arg{next_arg}")
                     next_arg += 1
-            body = [i for i in region.instructions if i.opcode != "parameter" and not self.printer.is_implicit(i)]
+            body = [i for i in region.instructions if i.opcode != "parameter" and not encodes_mlir_structure(i)]
             for instr in body:
                 results = self.printer.results(instr)
                 names = self._asm_names(instr, len(results))
@@ -55,7 +61,7 @@ class MlirNames:
                     next_value += 1
                 else:
                     groups = []
-                self.printer._assign(instr, results, groups)
+                self.printer.assign_names(instr, results, groups)
             for instr in body:
                 for callee in instr.called_computations:
                     if not isinstance(callee.mlir, FuncRecord):

@@ -20,7 +20,8 @@ from xlapy.frontends.mlir_syntax import (
     type_of,
 )
 from xlapy.frontends.stablehlo.common import is_opaque, same_shape, stored_type
-from xlapy.frontends.stablehlo_ops import spec_for
+from xlapy.frontends.stablehlo.names import MlirNames
+from xlapy.frontends.stablehlo_ops.catalog import spec_for
 from xlapy.frontends.stablehlo_ops.records import (
     ArgRecord,
     FuncRecord,
@@ -31,6 +32,7 @@ from xlapy.frontends.stablehlo_ops.records import (
     TerminatorRecord,
 )
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
+from xlapy.hlo.mlir_structure import encodes_mlir_structure, op_results, region_results
 
 
 class Printer:
@@ -61,9 +63,6 @@ class Printer:
             cached = synthesized_record(instr, types)
             self.synthesized[id(instr)] = cached
         return cached
-
-    def is_implicit(self, instr: HloInstruction) -> bool:
-        return bool(getattr(instr.mlir, "implicit", False))
 
     def location(self, record: Any) -> str:
         """`` loc(...)`` of a record, or nothing."""
@@ -104,8 +103,7 @@ class Printer:
             len(instr.shape.tuple_shapes) if instr.shape.is_tuple else 1)
         if count == 1:
             return [instr]
-        elements = [u for u in instr.users if u.opcode == "get-tuple-element" and self.is_implicit(u)]
-        return sorted(elements, key=lambda u: u.attributes["index"])
+        return op_results(instr)
 
     def result_types(self, instr: HloInstruction) -> list[Type]:
         results = self.results(instr)
@@ -231,8 +229,6 @@ class Printer:
             self.location(record)
 
     def _function(self, function: HloComputation) -> list[str]:
-        from xlapy.sharding.values import returned_values
-
         record = function.mlir if isinstance(function.mlir, FuncRecord) else FuncRecord(function.name)
         args = []
         for param in function.parameters:
@@ -243,7 +239,7 @@ class Printer:
             args.append(f"{self.use(param)}: {self.value_type(param)}" + (f" {attr_text}" if attr_text else "")
                         + self.location(param.mlir))
         results = []
-        returned = returned_values(function)
+        returned = region_results(function)
         any_attrs = False
         for i, value in enumerate(returned):
             attrs = dict(record.result_attributes[i]) if i < len(record.result_attributes) else {}
@@ -270,11 +266,9 @@ class Printer:
         return [f"  {head} {{", *body, "  }" + self.location(record)]
 
     def _body(self, computation: HloComputation, terminator: TerminatorRecord) -> list[str]:
-        from xlapy.sharding.values import returned_values
-
         lines = [self._op_line(i) for i in computation.instructions
-                 if i.opcode != "parameter" and not self.is_implicit(i)]
-        returned = returned_values(computation)
+                 if i.opcode != "parameter" and not encodes_mlir_structure(i)]
+        returned = region_results(computation)
         name = terminator.name
         if self.in_function and name.startswith("func."):
             name = name[len("func."):]
@@ -332,8 +326,6 @@ class Printer:
     def _name_values(self, functions: list[HloComputation]) -> None:
         for function in functions:
             if self.rename:
-                from xlapy.frontends.stablehlo.names import MlirNames
-
                 MlirNames(self).name_function(function)
             else:
                 self._keep_names(function)
@@ -364,15 +356,17 @@ class Printer:
                 if instr.opcode == "parameter":
                     self.names[id(instr)] = record.name if isinstance(record, ArgRecord) and record.name else fresh()
                     continue
-                if self.is_implicit(instr):
+                if encodes_mlir_structure(instr):
                     continue
                 results = self.results(instr)
                 groups = list(record.results) if isinstance(record, OpRecord) else []
                 if sum(n for _, n in groups) != len(results):
                     groups = [(fresh(), len(results))] if results else []
-                self._assign(instr, results, groups)
+                self.assign_names(instr, results, groups)
 
-    def _assign(self, instr: HloInstruction, results: list[HloInstruction], groups: list[tuple[str, int]]) -> None:
+    def assign_names(self, instr: HloInstruction, results: list[HloInstruction],
+                     groups: list[tuple[str, int]]) -> None:
+        """``instr``'s results print as ``groups`` (``[("0", 2)]``: ``%0:2``, its results ``%0#0``, ``%0#1``)."""
         self.groups[id(instr)] = groups
         index = 0
         for name, count in groups:

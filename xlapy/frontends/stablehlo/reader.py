@@ -36,22 +36,23 @@ from xlapy.frontends.mlir_syntax import (
     type_of,
 )
 from xlapy.frontends.stablehlo.common import is_opaque, stored_type
-from xlapy.frontends.stablehlo_ops import OpSpec, spec_for
+from xlapy.frontends.stablehlo_ops.catalog import spec_for
 from xlapy.frontends.stablehlo_ops.data_movement import constant_literal
+from xlapy.frontends.stablehlo_ops.drafts import ArgDecl, OpDraft
 from xlapy.frontends.stablehlo_ops.records import (
-    ArgDecl,
     ArgRecord,
     FuncRecord,
     ImplicitRecord,
     MeshRecord,
     ModuleRecord,
-    OpDraft,
     OpRecord,
     RegionRecord,
     TerminatorRecord,
 )
+from xlapy.frontends.stablehlo_ops.registry import OpSpec
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
 from xlapy.hlo.attributes import Verbatim
+from xlapy.hlo.mlir_structure import region_results
 from xlapy.shapes import Shape
 from xlapy.syntax import Cursor, IntegerError, read_int
 
@@ -222,9 +223,7 @@ class Reader:
         return sharding
 
     def returned_count(self, region: HloComputation) -> int:
-        from xlapy.sharding.values import returned_values
-
-        return len(returned_values(region))
+        return len(region_results(region))
 
     def region(self, draft: OpDraft, args: list[ArgDecl] | None = None) -> HloComputation:
         """``{ [^bb0(args):] ops terminator }``; ``args`` when the op's syntax declared them."""
@@ -299,6 +298,7 @@ class Reader:
         else:
             self._items(closing=False)
         self.module.name = record.name or self.cursor.source or "module"
+        self.module.attributes.update(_hlo_module_attributes(record.attributes))
         self._link_calls()
         self._check_meshes()
         functions = record.functions
@@ -538,9 +538,7 @@ class Reader:
         return value.value
 
     def _check_returns(self, function: HloComputation, result_types: list[Type], pos: int) -> None:
-        from xlapy.sharding.values import returned_values
-
-        returned = returned_values(function)
+        returned = region_results(function)
         types = [self._value_type(v) for v in returned]
         if len(types) != len(result_types):
             raise self.error(f"function '@{function.name}' returns {len(types)} values, its type says "
@@ -820,6 +818,21 @@ def _hlo_sharding(attrs: dict[str, Attr]) -> dict[str, Verbatim]:
     writes without Shardy, e.g. on ``custom_call @Sharding``), kept verbatim."""
     value = attrs.get("mhlo.sharding")
     return {"sharding": Verbatim(value.value)} if isinstance(value, StringAttr) else {}
+
+
+# The module attributes JAX writes for XLA, and their names in HLO's module header.
+_MODULE_ATTRIBUTES = {"mhlo.num_replicas": "replica_count", "mhlo.num_partitions": "num_partitions"}
+
+
+def _hlo_module_attributes(attrs: dict[str, Attr]) -> dict[str, str]:
+    """HLO's module attributes (as ``xlapy.hlo.parse_module`` keeps them) that
+    the MLIR module's attributes give."""
+    found = {}
+    for mlir_name, hlo_name in _MODULE_ATTRIBUTES.items():
+        value = getattr(attrs.get(mlir_name), "value", None)
+        if value is not None:
+            found[hlo_name] = str(value)
+    return found
 
 
 def _instruction_name(opcode: str) -> str:

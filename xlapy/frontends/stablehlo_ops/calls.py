@@ -16,7 +16,6 @@ from xlapy.frontends.mlir_syntax import (
     read_string,
     read_symbol,
 )
-from xlapy.frontends.stablehlo_ops import OpSpec, register
 from xlapy.frontends.stablehlo_ops.common import (
     I64,
     bool_value,
@@ -26,7 +25,8 @@ from xlapy.frontends.stablehlo_ops.common import (
     read_enum_option,
     string_value,
 )
-from xlapy.frontends.stablehlo_ops.records import OpDraft
+from xlapy.frontends.stablehlo_ops.drafts import OpDraft
+from xlapy.frontends.stablehlo_ops.registry import OpSpec, register
 from xlapy.hlo.attributes import Verbatim
 
 # -- func.call: `call @f(%a) : (t) -> r` -------------------------------------------------------
@@ -176,7 +176,8 @@ def _print_barrier(q, instr) -> str:
     return f"{head} {q.uses(instr.operands)} : {types}"
 
 
-register(OpSpec("stablehlo.optimization_barrier", "opt-barrier", _parse_barrier, _print_barrier))
+# Variadic, one result per operand: not HLO's opt-barrier of one (tuple) operand.
+register(OpSpec("stablehlo.optimization_barrier", "stablehlo.optimization_barrier", _parse_barrier, _print_barrier))
 
 
 # -- ops of no operands: `stablehlo.partition_id : tensor<ui32>` --------------------------------------
@@ -245,7 +246,8 @@ def _parse_rng(p, d: OpDraft) -> None:
     p.functional_type(d)
 
 
-register(OpSpec("stablehlo.rng", "rng", _parse_rng,
+# The result's dimensions are a third operand: not HLO's rng of two.
+register(OpSpec("stablehlo.rng", "stablehlo.rng", _parse_rng,
                 lambda q, i: (f"{q.op_name(i)} {q.uses(i.operands)}, distribution = "
                               f"{enum_value(q.record(i).attributes['rng_distribution'])}"
                               f"{q.attr_dict(i, ('rng_distribution',))} : {q.functional(i)}"),

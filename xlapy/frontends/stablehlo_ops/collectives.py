@@ -4,9 +4,9 @@ reduce_scatter, all_to_all, collective_permute, collective_broadcast."""
 from __future__ import annotations
 
 from xlapy.frontends.mlir_syntax import DenseElementsAttr, DialectAttr
-from xlapy.frontends.stablehlo_ops import OpSpec, register
 from xlapy.frontends.stablehlo_ops.common import bool_value, int_value, struct_int
-from xlapy.frontends.stablehlo_ops.records import OpDraft
+from xlapy.frontends.stablehlo_ops.drafts import OpDraft
+from xlapy.frontends.stablehlo_ops.registry import OpSpec, register
 from xlapy.hlo.attributes import Verbatim
 
 
@@ -47,18 +47,40 @@ def _reduce_scatter(d: OpDraft) -> dict:
     return hlo
 
 
-def _all_to_all(d: OpDraft) -> dict:
-    # XLA's HLO all-to-all splits and concatenates one dimension, written
-    # `dimensions={d}`; StableHLO's may concatenate along another one. Both
-    # dimensions and the split count are kept, with `dimensions` when they agree.
-    hlo = _groups(d)
+def _split_concat(d: OpDraft) -> tuple[int, int, int]:
     missing = [name for name in _SPLIT_CONCAT if name not in d.attributes]
     if missing:
         raise ValueError(f"all_to_all needs {', '.join(missing)}")
     split, concat, count = (int_value(d.attributes[name]) for name in _SPLIT_CONCAT)
-    if split == concat:
+    return split, concat, count
+
+
+def _is_hlo_all_to_all(d: OpDraft) -> bool:
+    """Whether the op is XLA's HLO all-to-all (``dimensions={d}``): one
+    operand, split and concatenated along one dimension, in as many blocks
+    as its replica groups (listed) have devices."""
+    try:
+        split, concat, count = _split_concat(d)
+    except ValueError:
+        return False  # the attributes say what is missing
+    groups = d.attributes.get("replica_groups")
+    rows = groups.array.shape if isinstance(groups, DenseElementsAttr) else ()
+    return len(d.operands) == 1 and split == concat and len(rows) == 2 and rows[0] > 0 and rows[1] == count
+
+
+def _all_to_all_opcode(d: OpDraft) -> str:
+    # StableHLO's all_to_all may concatenate along another dimension than it
+    # splits, exchange several operands, or leave the group size to the device count.
+    return "all-to-all" if _is_hlo_all_to_all(d) else "stablehlo.all_to_all"
+
+
+def _all_to_all(d: OpDraft) -> dict:
+    hlo = _groups(d)
+    split, concat, count = _split_concat(d)
+    if _is_hlo_all_to_all(d):
         hlo["dimensions"] = (split,)
-    hlo.update(split_dimension=split, concat_dimension=concat, split_count=count)
+    else:
+        hlo.update(split_dimension=split, concat_dimension=concat, split_count=count)
     return hlo
 
 
@@ -83,7 +105,7 @@ register(OpSpec("stablehlo.all_gather", "all-gather", hlo=_all_gather,
                 properties=("all_gather_dim", *_GROUPS, "use_global_device_ids")))
 register(OpSpec("stablehlo.reduce_scatter", "reduce-scatter", hlo=_reduce_scatter,
                 properties=(*_GROUPS, "scatter_dimension", "use_global_device_ids")))
-register(OpSpec("stablehlo.all_to_all", "all-to-all", hlo=_all_to_all,
+register(OpSpec("stablehlo.all_to_all", _all_to_all_opcode, hlo=_all_to_all,
                 properties=(*_GROUPS, "concat_dimension", "split_count", "split_dimension")))
 register(OpSpec("stablehlo.collective_permute", "collective-permute", hlo=_collective_permute,
                 properties=("channel_handle", "source_target_pairs")))

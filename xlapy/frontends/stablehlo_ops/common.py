@@ -21,7 +21,7 @@ from xlapy.frontends.mlir_syntax import (
     read_int,
     read_keyword,
 )
-from xlapy.frontends.stablehlo_ops.records import OpDraft
+from xlapy.frontends.stablehlo_ops.drafts import OpDraft
 from xlapy.syntax import Cursor
 
 I64 = ScalarType("i64")

@@ -4,7 +4,6 @@ scatter, reduce_window, select_and_scatter, map, and the region terminators."""
 from __future__ import annotations
 
 from xlapy.frontends.mlir_syntax import DenseElementsAttr, TensorType, expect_keyword, read_keyword
-from xlapy.frontends.stablehlo_ops import OpSpec, register
 from xlapy.frontends.stablehlo_ops.common import (
     bool_value,
     format_ints,
@@ -14,8 +13,10 @@ from xlapy.frontends.stablehlo_ops.common import (
     ints,
     read_int_list,
 )
-from xlapy.frontends.stablehlo_ops.records import ArgDecl, OpDraft
+from xlapy.frontends.stablehlo_ops.drafts import ArgDecl, OpDraft
+from xlapy.frontends.stablehlo_ops.registry import OpSpec, register
 from xlapy.hlo.attributes import WindowDimension
+from xlapy.hlo.mlir_structure import encodes_mlir_structure
 
 # Ops that MLIR prints in reduce's compact form `applies stablehlo.add`: one
 # result, two operands of one element type, commutative, no regions.
@@ -95,7 +96,7 @@ def _parse_reduce(p, d: OpDraft) -> None:
 def compact_reducer(q, region, input_type) -> str | None:
     """The op name of ``applies <op>`` if MLIR would print ``region`` in the compact form."""
     params = region.parameters
-    body = [i for i in region.instructions if i.opcode != "parameter" and not q.is_implicit(i)]
+    body = [i for i in region.instructions if i.opcode != "parameter" and not encodes_mlir_structure(i)]
     if len(params) != 2 or len(body) != 1:
         return None
     op = body[0]
@@ -181,7 +182,9 @@ def _check_while(p, d: OpDraft) -> None:
     check_region(p, d, 1, n, n, "the body")
 
 
-register(OpSpec("stablehlo.while", "while", _parse_while, _print_while,
+# StableHLO's while, case and if keep their own opcodes: their operands and
+# regions differ from HLO's while and conditional (``xlapy.hlo.stablehlo_forms``).
+register(OpSpec("stablehlo.while", "stablehlo.while", _parse_while, _print_while,
                 lambda d: {"condition": d.regions[0].name, "body": d.regions[1].name}, check=_check_while))
 
 
@@ -192,9 +195,9 @@ def _check_branches(p, d: OpDraft) -> None:
         check_region(p, d, i, 0, len(d.result_types), f"branch {i}")
 
 
-register(OpSpec("stablehlo.case", "conditional", hlo=lambda d: {"branch_computations": region_names(d)},
+register(OpSpec("stablehlo.case", "stablehlo.case", hlo=lambda d: {"branch_computations": region_names(d)},
                 check=_check_branches))
-register(OpSpec("stablehlo.if", "conditional",
+register(OpSpec("stablehlo.if", "stablehlo.if",
                 hlo=lambda d: {"true_computation": d.regions[0].name, "false_computation": d.regions[1].name},
                 check=_check_branches))
 

@@ -4,6 +4,8 @@ pad, reverse, gather, tuples."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from xlapy.frontends.mlir_syntax import (
@@ -16,7 +18,6 @@ from xlapy.frontends.mlir_syntax import (
     parse_attribute,
     read_int,
 )
-from xlapy.frontends.stablehlo_ops import OpSpec, register
 from xlapy.frontends.stablehlo_ops.common import (
     I32,
     I64,
@@ -28,7 +29,8 @@ from xlapy.frontends.stablehlo_ops.common import (
     ints,
     read_int_list,
 )
-from xlapy.frontends.stablehlo_ops.records import OpDraft
+from xlapy.frontends.stablehlo_ops.drafts import OpDraft
+from xlapy.frontends.stablehlo_ops.registry import OpSpec, register
 from xlapy.hlo.attributes import PaddingDimension, SliceDimension
 
 
@@ -132,7 +134,8 @@ register(OpSpec("stablehlo.iota", "iota", _parse_iota, _print_iota,
 
 # -- ops of one operand and a list of dimensions ----------------------------------------------
 
-def _dims_op(name: str, opcode: str, attr: str, keyword: str = "dims", same_type: bool = False) -> None:
+def _dims_op(name: str, opcode: str | Callable[[OpDraft], str], attr: str, keyword: str = "dims",
+             same_type: bool = False) -> None:
     def parse(p, d: OpDraft) -> None:
         p.operand(d)
         p.expect(",", f"before '{keyword}'")
@@ -154,7 +157,20 @@ def _dims_op(name: str, opcode: str, attr: str, keyword: str = "dims", same_type
     register(OpSpec(name, opcode, parse, print_, lambda d: {"dimensions": ints(d.attributes[attr])}, elided=(attr,)))
 
 
-_dims_op("stablehlo.broadcast_in_dim", "broadcast", "broadcast_dimensions")
+def _broadcast_opcode(d: OpDraft) -> str:
+    """HLO's broadcast, unless an operand dimension of size 1 stretches to a
+    larger result dimension: only StableHLO's broadcast_in_dim does that."""
+    dims = ints(d.attributes.get("broadcast_dimensions"))
+    operand = d.operand_types[0] if d.operand_types else None
+    result = d.result_types[0] if d.result_types else None
+    if not isinstance(operand, TensorType) or not isinstance(result, TensorType) or len(dims) != len(operand.dims):
+        return "broadcast"  # malformed: HLO's rule says why
+    stretches = any(0 <= r < len(result.dims) and operand.dims[i] == 1 and result.dims[r] != 1
+                    for i, r in enumerate(dims))
+    return "stablehlo.broadcast_in_dim" if stretches else "broadcast"
+
+
+_dims_op("stablehlo.broadcast_in_dim", _broadcast_opcode, "broadcast_dimensions")
 _dims_op("stablehlo.transpose", "transpose", "permutation")
 _dims_op("stablehlo.reverse", "reverse", "dimensions", same_type=True)
 

@@ -12,9 +12,9 @@ from xlapy.frontends.mlir_syntax import (
     parse_type,
     read_keyword,
 )
-from xlapy.frontends.stablehlo_ops import OpSpec, register
 from xlapy.frontends.stablehlo_ops.common import I32, element_type_of, enum_attr, enum_value
-from xlapy.frontends.stablehlo_ops.records import OpDraft
+from xlapy.frontends.stablehlo_ops.drafts import OpDraft
+from xlapy.frontends.stablehlo_ops.registry import OpSpec, register
 
 UNARY = """abs cbrt ceil convert cosine count_leading_zeros exponential exponential_minus_one floor imag is_finite
 log log_plus_one logistic negate not popcnt real round_nearest_afz round_nearest_even rsqrt sign sine sqrt tan tanh
@@ -48,8 +48,20 @@ def _hlo_name(name: str) -> str:
     return name.replace("_", "-")
 
 
+def _convert_opcode(d: OpDraft) -> str:
+    """HLO's convert, unless it turns complex into real numbers: StableHLO's
+    convert then keeps the real part, which HLO's refuses to do."""
+    operand = d.operand_types[0] if d.operand_types else None
+    result = d.result_types[0] if d.result_types else None
+    if not isinstance(operand, TensorType) or not isinstance(result, TensorType):
+        return "convert"  # malformed: HLO's rule says why
+    to_real = operand.element.startswith("complex") and not result.element.startswith("complex")
+    return "stablehlo.convert" if to_real else "convert"
+
+
 for _name in UNARY + BINARY + ["clamp"]:
-    register(OpSpec(f"stablehlo.{_name}", _hlo_name(_name), parse_same_type, print_same_type))
+    _opcode = _convert_opcode if _name == "convert" else _hlo_name(_name)
+    register(OpSpec(f"stablehlo.{_name}", _opcode, parse_same_type, print_same_type))
 
 # bitcast_convert always prints its function type.
 register(OpSpec("stablehlo.bitcast_convert", "bitcast-convert", parse_same_type,

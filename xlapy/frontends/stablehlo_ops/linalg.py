@@ -16,7 +16,6 @@ from xlapy.frontends.mlir_syntax import (
     read_int,
     read_keyword,
 )
-from xlapy.frontends.stablehlo_ops import OpSpec, register
 from xlapy.frontends.stablehlo_ops.common import (
     bool_array,
     bool_value,
@@ -31,7 +30,8 @@ from xlapy.frontends.stablehlo_ops.common import (
     read_int_list,
     struct_ints,
 )
-from xlapy.frontends.stablehlo_ops.records import OpDraft
+from xlapy.frontends.stablehlo_ops.drafts import OpDraft
+from xlapy.frontends.stablehlo_ops.registry import OpSpec, register
 from xlapy.hlo.attributes import Verbatim, WindowDimension
 
 PRECISIONS = ("DEFAULT", "HIGH", "HIGHEST")

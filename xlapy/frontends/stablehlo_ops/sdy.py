@@ -19,9 +19,9 @@ from xlapy.frontends.mlir_syntax import (
     read_keyword,
     read_string,
 )
-from xlapy.frontends.stablehlo_ops import OpSpec, register
 from xlapy.frontends.stablehlo_ops.data_movement import generic_constant, literal_attr
-from xlapy.frontends.stablehlo_ops.records import OpDraft
+from xlapy.frontends.stablehlo_ops.drafts import OpDraft
+from xlapy.frontends.stablehlo_ops.registry import OpSpec, register
 
 DIRECTIONS = ("BOTH", "FORWARD", "BACKWARD", "NONE")
 # The enum values the generic form writes (`allowed_direction = 2 : i32`).

@@ -12,17 +12,19 @@ from xlapy.frontends.stablehlo_ops.common import I32, I64, enum_attr, i64_array
 from xlapy.frontends.stablehlo_ops.records import OpRecord
 from xlapy.hlo import HloInstruction
 
-# Where several ops share an HLO opcode, the one printed for it.
-_PREFERRED = {"after-all": "stablehlo.after_all", "call": "func.call", "conditional": "stablehlo.case",
-              "constant": "stablehlo.constant", "dot": "stablehlo.dot_general"}
+# Where several ops share an HLO opcode, or an op's opcode depends on its
+# operands, the op printed for the opcode.
+_PREFERRED = {"after-all": "stablehlo.after_all", "call": "func.call", "constant": "stablehlo.constant",
+              "dot": "stablehlo.dot_general", "broadcast": "stablehlo.broadcast_in_dim",
+              "convert": "stablehlo.convert", "all-to-all": "stablehlo.all_to_all"}
 _BY_OPCODE: dict[str, str] = {}
 
 
 def op_name_for(opcode: str) -> str:
     if not _BY_OPCODE:
-        from xlapy.frontends.stablehlo_ops import REGISTRY
+        from xlapy.frontends.stablehlo_ops.catalog import all_specs
 
-        for name, spec in REGISTRY.items():
+        for name, spec in all_specs().items():
             if isinstance(spec.opcode, str) and not spec.terminator:
                 _BY_OPCODE.setdefault(spec.opcode or name, name)
         _BY_OPCODE.update(_PREFERRED)
@@ -62,6 +64,7 @@ def _compare(instr: HloInstruction) -> dict[str, Attr]:
 
 _ATTRIBUTES: dict[str, Callable[[HloInstruction], dict[str, Attr]]] = {
     "broadcast": _dims("broadcast_dimensions"),
+    "stablehlo.broadcast_in_dim": _dims("broadcast_dimensions"),
     "transpose": _dims("permutation"),
     "reverse": _dims("dimensions"),
     "reduce": _dims("dimensions"),

@@ -18,27 +18,25 @@ functions nobody calls, then the callees in the order their calls end
 
 from __future__ import annotations
 
-import copy as copy_module
 from collections.abc import Iterator
 
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
+from xlapy.hlo.mlir_structure import copy_source, op_results, region_results, source_of
 from xlapy.sharding.propagation import ir_edits
 from xlapy.sharding.tensor_sharding import TensorSharding
-from xlapy.sharding.values import op_results, returned_values
 
 
 def is_func_call(instr: HloInstruction) -> bool:
-    """A ``func.call`` (not a composite, which xlapy also represents as a call)."""
+    """A ``func.call`` (not a composite: a call with ``is_composite=true``)."""
     if instr.opcode != "call" or not instr.called_computations:
         return False
-    record = instr.mlir
-    return record is None or getattr(record, "name", "func.call") == "func.call"
+    return str(instr.attributes.get("is_composite", "false")) != "true"
 
 
 def functions(module: HloModule) -> list[HloComputation]:
     """The module's functions in order (not the regions of ops)."""
     if module.mlir is not None:
-        return [item for kind, item in module.mlir.items if kind == "func"]
+        return module.mlir.functions
     regions = {id(c) for comp in module.computations for instr in comp.instructions
                if instr.opcode != "call" for c in instr.called_computations}
     return [c for c in module.computations if id(c) not in regions]
@@ -46,7 +44,7 @@ def functions(module: HloModule) -> list[HloComputation]:
 
 def _set_functions(module: HloModule, funcs: list[HloComputation]) -> None:
     if module.mlir is not None:
-        module.mlir.items = [item for item in module.mlir.items if item[0] != "func"] + [("func", f) for f in funcs]
+        module.mlir.set_functions(funcs)
     live: list[HloComputation] = []
     seen: set[int] = set()
 
@@ -68,10 +66,9 @@ def _set_functions(module: HloModule, funcs: list[HloComputation]) -> None:
 
 
 def is_private(func: HloComputation) -> bool:
-    record = func.mlir
-    if record is None:
+    if func.mlir is None:
         return not func.is_entry
-    return getattr(record, "visibility", None) == "private"
+    return func.mlir.is_private
 
 
 def calls_in(computation: HloComputation) -> Iterator[HloInstruction]:
@@ -87,18 +84,13 @@ def calls_in(computation: HloComputation) -> Iterator[HloInstruction]:
 def retarget(call: HloInstruction, callee: HloComputation) -> None:
     call.called_computations[0] = callee
     call.attributes["to_apply"] = callee.name
-    record = call.mlir
-    if record is not None and "callee" in getattr(record, "attributes", {}):
-        from xlapy.frontends.mlir_syntax import SymbolRefAttr
-
-        record.attributes = dict(record.attributes)
-        record.attributes["callee"] = SymbolRefAttr((callee.name,))
+    source_of(call).set_callee(callee.name)
 
 
 def _rename(func: HloComputation, name: str) -> None:
     func.name = name
-    if func.mlir is not None and hasattr(func.mlir, "name"):
-        func.mlir.name = name
+    if func.mlir is not None:
+        func.mlir.rename(name)
 
 
 def _referenced(computation: HloComputation) -> Iterator[HloComputation]:
@@ -146,24 +138,13 @@ def propagate_sharding_from_func_to_call(module: HloModule) -> None:
 
 # -- copies ---------------------------------------------------------------------------------
 
-def _copy_record(record):
-    if record is None:
-        return None
-    copy = copy_module.copy(record)
-    for name in ("attributes", "result_attributes", "results", "result_types", "extra", "items"):
-        value = getattr(copy, name, None)
-        if isinstance(value, (list, dict)):
-            setattr(copy, name, copy_module.copy(value))
-    return copy
-
-
 def clone_computation(computation: HloComputation, module: HloModule, name: str) -> HloComputation:
     """A deep copy of ``computation`` (its regions too; calls still call the
     same functions)."""
     copy = HloComputation(name)
-    copy.mlir = _copy_record(computation.mlir)
-    if copy.mlir is not None and hasattr(copy.mlir, "name") and hasattr(copy.mlir, "visibility"):
-        copy.mlir.name = name
+    if computation.mlir is not None:
+        copy.mlir = computation.mlir.copied()
+        copy.mlir.rename(name)
     copy.result_shardings = list(computation.result_shardings)
     copy.execution_thread = computation.execution_thread
     module.add_computation(copy)
@@ -172,7 +153,7 @@ def clone_computation(computation: HloComputation, module: HloModule, name: str)
         operands = [mapping[id(o)] for o in instr.operands]
         new = instr.clone(operands, suffix="clone")
         new.attributes = dict(instr.attributes)
-        new.mlir = _copy_record(instr.mlir)
+        copy_source(instr, new)
         if instr.opcode == "call":
             new.called_computations = list(instr.called_computations)
         else:
@@ -279,7 +260,7 @@ class CallGraph:
         for func in top + exported:
             if func is self.main:
                 continue
-            func.result_shardings = [get_sharding(v) for v in returned_values(func)]
+            func.result_shardings = [get_sharding(v) for v in region_results(func)]
         self._unflatten(get_sharding)
         symbol_dce(module)
         self._insert_call_result_reshards()
@@ -300,15 +281,11 @@ class CallGraph:
         _fill_open([p for p in callee.parameters])
         _fill_open(op_results(call))
         self.original_name[id(callee)] = original
-        record = callee.mlir
-        if record is not None and hasattr(record, "visibility"):
-            record.visibility = "private"
-            record.attributes = {}
-            record.result_attributes = [{} for _ in record.result_attributes]
+        if callee.mlir is not None:
+            callee.mlir.make_private()
         for param in callee.parameters:
-            if param.mlir is not None and hasattr(param.mlir, "attributes"):
-                param.mlir = _copy_record(param.mlir)
-                param.mlir.attributes = {}
+            copy_source(param, param)
+            source_of(param).drop_attributes()
         retarget(call, callee)
 
     def _key(self, func: HloComputation) -> tuple:

@@ -6,12 +6,12 @@ regions) goes away; the ops defining its operands are then looked at again."""
 from __future__ import annotations
 
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
-from xlapy.sharding.values import is_implicit, op_results
+from xlapy.hlo.mlir_structure import encodes_mlir_structure, op_results
 
 # Ops with side effects (or that Shardy keeps for their own sake).
 _IMPURE_OPCODES = frozenset({
     "call", "sdy.sharding_constraint", "sdy.sharding_group", "sdy.data_flow_edge",
-    "all-reduce", "all-gather", "all-to-all", "reduce-scatter", "collective-permute",
+    "all-reduce", "all-gather", "all-to-all", "stablehlo.all_to_all", "reduce-scatter", "collective-permute",
     "collective-broadcast", "send", "send-done", "recv", "recv-done", "infeed", "outfeed",
     "all-reduce-start", "all-reduce-done", "all-gather-start", "all-gather-done",
     "collective-permute-start", "collective-permute-done", "async-start", "async-done",
@@ -25,7 +25,7 @@ def is_pure(instr: HloInstruction) -> bool:
     if instr.opcode == "custom-call" and instr.attributes.get("custom_call_has_side_effect"):
         return False
     return all(is_pure(nested) for region in instr.called_computations for nested in region.instructions
-               if nested.opcode != "parameter" and not is_implicit(nested))
+               if nested.opcode != "parameter" and not encodes_mlir_structure(nested))
 
 
 def is_unused(instr: HloInstruction) -> bool:
@@ -74,7 +74,7 @@ def erase(instr: HloInstruction, module: HloModule | None) -> list[HloInstructio
     for value in _operands_deep(instr):
         if id(value) in inner:
             continue
-        definer = value.operands[0] if value.opcode == "get-tuple-element" and is_implicit(value) else value
+        definer = value.operands[0] if value.opcode == "get-tuple-element" and encodes_mlir_structure(value) else value
         if definer.opcode == "parameter" or id(definer) in seen:
             continue
         others = [u for u in value.users if u is not instr and id(u) not in inner]
@@ -114,7 +114,7 @@ def dce_module(module: HloModule, computations: list[HloComputation]) -> None:
             while stack:
                 comp = stack.pop()
                 for instr in reversed(list(comp.instructions)):
-                    if instr.parent is None or instr.opcode == "parameter" or is_implicit(instr):
+                    if instr.parent is None or instr.opcode == "parameter" or encodes_mlir_structure(instr):
                         continue
                     if is_trivially_dead(instr):
                         erase(instr, module)

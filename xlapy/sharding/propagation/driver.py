@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from xlapy.hlo import HloInstruction
+from xlapy.hlo.mlir_structure import region_results
 from xlapy.sharding.mesh import Mesh
 from xlapy.sharding.op_sharding_rule import OpShardingRule
 from xlapy.sharding.propagation import dce
@@ -43,7 +44,6 @@ from xlapy.sharding.propagation.groups import ShardingGroups
 from xlapy.sharding.propagation.projection import ShardingProjection
 from xlapy.sharding.propagation.rules import dims_of, identity_rule
 from xlapy.sharding.tensor_sharding import TensorSharding
-from xlapy.sharding.values import returned_values
 
 # As MLIR's greedy driver: sweeps over the whole program before giving up.
 MAX_SWEEPS = 1
@@ -256,7 +256,7 @@ class BasicPropagation:
         for func in graph.funcs:
             if not graph.is_func_with_results(func):
                 continue
-            for index, value in enumerate(returned_values(func)):
+            for index, value in enumerate(region_results(func)):
                 if not is_static_array(value):
                     continue
                 key, result = graph.resolve(value), FuncResult(func, index)

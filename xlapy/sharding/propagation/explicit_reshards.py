@@ -24,6 +24,7 @@ from collections import Counter
 
 from xlapy.errors import UnimplementedError
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
+from xlapy.hlo.mlir_structure import encodes_mlir_structure, op_results, source_of
 from xlapy.sharding.mesh import Mesh
 from xlapy.sharding.op_sharding_rule import OpShardingRule
 from xlapy.sharding.propagation import ir_edits
@@ -31,9 +32,9 @@ from xlapy.sharding.propagation.axes import erase_manual_axes
 from xlapy.sharding.propagation.explicit_reshards_dot import dot_result_factor_axes, element_count
 from xlapy.sharding.propagation.explicit_reshards_factors import common_factor_axes
 from xlapy.sharding.propagation.projection import ShardingProjection, TensorFactorShardings
-from xlapy.sharding.rules import op_sharding_rule
+from xlapy.sharding.rules.lookup import op_sharding_rule
 from xlapy.sharding.tensor_sharding import TensorSharding
-from xlapy.sharding.values import is_implicit, op_results, region_owners
+from xlapy.sharding.values import region_owners
 
 MeshRef = str | Mesh
 
@@ -59,7 +60,7 @@ class ExplicitReshards:
     def _walk(self, computation: HloComputation) -> None:
         # A copy: ops inserted while visiting are not visited.
         for instr in list(computation.instructions):
-            if instr.opcode == "parameter" or is_implicit(instr):
+            if instr.opcode == "parameter" or encodes_mlir_structure(instr):
                 continue
             if instr.opcode != "call":
                 for region in instr.called_computations:
@@ -77,7 +78,7 @@ class ExplicitReshards:
         if owner is None:
             return value.sdy_sharding
         index = value.parameter_number
-        if owner.opcode == "while":
+        if owner.opcode == "stablehlo.while":
             results = op_results(owner)
             return results[index].sdy_sharding if index < len(results) else None
         if owner.opcode == "sdy.manual_computation":
@@ -201,11 +202,7 @@ def _compute_result_as(result: HloInstruction, sharding: TensorSharding, origina
 
 def _describe(instr: HloInstruction, function: HloComputation) -> str:
     """The op as the program names it: ``stablehlo.dot_general %3 in @main``."""
-    record = instr.mlir
-    op = getattr(record, "name", None) or instr.opcode
-    results = getattr(record, "results", None)
-    value = f" %{results[0][0]}" if results else ""
-    return f"{op}{value} in @{function.name}"
+    return f"{source_of(instr).describe() or instr.opcode} in @{function.name}"
 
 
 def _reject_unreduced(instr: HloInstruction, function: HloComputation,

@@ -10,28 +10,31 @@ from math import gcd
 
 import numpy as np
 
-from xlapy.hlo import HloComputation, HloModule
+from xlapy.hlo import HloComputation, HloInstruction, HloModule
+from xlapy.hlo.mlir_structure import region_results, source_of
 from xlapy.sharding.axis_ref import AxisRef
 from xlapy.sharding.mesh import Mesh
 from xlapy.sharding.propagation import ir_edits
 from xlapy.sharding.propagation.graph import DATA_FLOW_OPCODES, ProgramGraph, is_static_array
 from xlapy.sharding.propagation.module_shardings import transform_shardings
 from xlapy.sharding.tensor_sharding import DimensionSharding, TensorSharding
-from xlapy.sharding.values import returned_values
 
 
-def _attributes_key(instr) -> tuple:
-    record = instr.mlir
-    attrs = getattr(record, "attributes", {}) or {}
-    return tuple(sorted((k, str(v)) for k, v in attrs.items() if k != "value"))
+def _written_attributes(instr: HloInstruction) -> dict[str, str]:
+    """The attributes the text gave ``instr`` that the IR does not hold."""
+    return source_of(instr).attribute_texts()
 
 
-def _constant_key(instr) -> tuple | None:
+def _attributes_key(instr: HloInstruction) -> tuple:
+    return tuple(sorted((k, v) for k, v in _written_attributes(instr).items() if k != "value"))
+
+
+def _constant_key(instr: HloInstruction) -> tuple | None:
     literal = instr.literal
     if isinstance(literal, np.ndarray):
         value = (literal.dtype.str, literal.shape, literal.tobytes())
     else:
-        value = str(getattr(instr.mlir, "attributes", {}).get("value", literal))
+        value = _written_attributes(instr).get("value", str(literal))
     return ("constant", str(instr.shape), value, instr.sdy_sharding, _attributes_key(instr))
 
 
@@ -111,7 +114,7 @@ def update_non_divisible_io_shardings(module: HloModule, graph: ProgramGraph,
         for param in func.parameters:
             if is_static_array(param) and id(param) not in graph.alias:
                 update(param, tuple(param.shape.dimensions))
-        for index, value in enumerate(returned_values(func)):
+        for index, value in enumerate(region_results(func)):
             if is_static_array(value) and index < len(func.result_shardings) and func.result_shardings[index]:
                 sharding = func.result_shardings[index]
                 func.result_shardings[index] = evenly_sharded(sharding, tuple(value.shape.dimensions),

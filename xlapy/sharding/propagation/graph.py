@@ -34,18 +34,19 @@ from typing import Any
 
 from xlapy.errors import VerifyError
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
+from xlapy.hlo.mlir_structure import encodes_mlir_structure, op_results, region_results
 from xlapy.sharding.mesh import Mesh
 from xlapy.sharding.op_sharding_rule import OpShardingRule
 from xlapy.sharding.propagation.axes import add_free_axes, erase_manual_axes
 from xlapy.sharding.propagation.call_graph import functions, is_func_call
 from xlapy.sharding.propagation.rules import dims_of, identity_rule, is_elementwise, rule_of
 from xlapy.sharding.tensor_sharding import TensorSharding
-from xlapy.sharding.values import is_implicit, op_results, region_owners, returned_values
+from xlapy.sharding.values import region_owners
 from xlapy.sharding.verify import describe
 
 # Ops whose results (or region arguments) are owners of data-flow edges.
-DATA_FLOW_OPCODES = frozenset({"while", "conditional", "opt-barrier", "sdy.manual_computation",
-                               "sdy.named_computation", "call"})
+DATA_FLOW_OPCODES = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.if", "stablehlo.optimization_barrier",
+                               "sdy.manual_computation", "sdy.named_computation", "call"})
 # Ops whose region arguments and results are edges (in_shardings/out_shardings).
 REGION_EDGE_OPCODES = ("sdy.manual_computation", "sdy.named_computation")
 
@@ -268,9 +269,9 @@ class ProgramGraph:
                     continue
                 results = op_results(op)
                 for i, result in enumerate(results):
-                    if op.opcode == "while":
+                    if op.opcode == "stablehlo.while":
                         cond, body = op.called_computations
-                        edge = self._new_edge(op, i, result, [op.operands[i], returned_values(body)[i]],
+                        edge = self._new_edge(op, i, result, [op.operands[i], region_results(body)[i]],
                                               [body.parameter(i), cond.parameter(i)])
                         if edge:
                             self.edge_of_operand[(id(op), i)] = edge
@@ -279,13 +280,13 @@ class ProgramGraph:
                             # The region arguments share the result's sharding.
                             self.alias[id(body.parameter(i))] = result
                             self.alias[id(cond.parameter(i))] = result
-                    elif op.opcode == "conditional":
+                    elif op.opcode in ("stablehlo.case", "stablehlo.if"):
                         branches = op.called_computations
-                        edge = self._new_edge(op, i, result, [returned_values(b)[i] for b in branches])
+                        edge = self._new_edge(op, i, result, [region_results(b)[i] for b in branches])
                         if edge:
                             for branch in branches:
                                 self.edge_of_return[(id(branch), i)] = edge
-                    else:  # opt-barrier
+                    else:  # stablehlo.optimization_barrier
                         edge = self._new_edge(op, i, result, [op.operands[i]])
                         if edge:
                             self.edge_of_operand[(id(op), i)] = edge
@@ -321,7 +322,7 @@ class ProgramGraph:
             elif is_static_array(param):
                 # The argument holds its in_sharding without an edge.
                 self.manual_in[id(param)] = RegionArgument(op, i)
-        returned = returned_values(body)
+        returned = region_results(body)
         for i, result in enumerate(op_results(op)):
             edge = self._new_edge(op, i, result, [returned[i]], kind="manual_out")
             if edge:
@@ -340,7 +341,7 @@ class ProgramGraph:
             edge = self._new_edge(op, i, param, [op.operands[i]])
             if edge:
                 self.edge_of_operand[(id(op), i)] = edge
-        returned = returned_values(callee)
+        returned = region_results(callee)
         for i, result in enumerate(op_results(op)):
             edge = self._new_edge(op, i, result, [returned[i]])
             if edge:
@@ -384,7 +385,7 @@ class ProgramGraph:
             if edge is not None and edge.virtual:
                 self._add(edge.unit)
         for instr in computation.instructions:
-            if instr.opcode == "parameter" or is_implicit(instr):
+            if instr.opcode == "parameter" or encodes_mlir_structure(instr):
                 continue
             unit = self._make_unit(instr)
             if unit is not None:
@@ -527,7 +528,7 @@ class ProgramGraph:
         """An op's results have shardings all or none: the other results of a
         multi-result op get fully open ones (data-flow ops get theirs when
         propagation ends, see ``finish_edges``)."""
-        if value.opcode != "get-tuple-element" or not is_implicit(value) or id(value) in self.edge_of_owner:
+        if value.opcode != "get-tuple-element" or not encodes_mlir_structure(value) or id(value) in self.edge_of_owner:
             return
         for sibling in op_results(value.operands[0]):
             if sibling.sdy_sharding is None and sibling.shape.is_array:
@@ -618,7 +619,7 @@ class ProgramGraph:
         edge = self.edge_of_store.get(id(value))
         if edge is not None:
             return edge.unit
-        if value.opcode == "get-tuple-element" and is_implicit(value):
+        if value.opcode == "get-tuple-element" and encodes_mlir_structure(value):
             return self.unit_of.get(id(value.operands[0]))
         return self.unit_of.get(id(value))
 
@@ -641,7 +642,7 @@ class ProgramGraph:
 
     def _use(self, user: HloInstruction, k: int) -> Iterator[Unit]:
         parent = user.parent
-        if user.opcode == "tuple" and is_implicit(user) and parent is not None and parent.root is user:
+        if user.opcode == "tuple" and encodes_mlir_structure(user) and parent is not None and parent.root is user:
             yield from self._terminator_use(parent, k)
             return
         edge = self.edge_of_operand.get((id(user), k))

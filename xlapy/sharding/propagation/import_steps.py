@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from xlapy.errors import VerifyError
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
+from xlapy.hlo.mlir_structure import encodes_mlir_structure, op_results
 from xlapy.sharding.axis_ref import AxisRef
 from xlapy.sharding.mesh import Mesh
 from xlapy.sharding.propagation import ir_edits
@@ -16,7 +17,6 @@ from xlapy.sharding.propagation.graph import ProgramGraph
 from xlapy.sharding.propagation.module_shardings import manual_computations, transform_shardings
 from xlapy.sharding.propagation.rules import is_elementwise
 from xlapy.sharding.tensor_sharding import TensorSharding
-from xlapy.sharding.values import is_implicit, op_results
 
 # -- meshes -------------------------------------------------------------------------
 
@@ -116,7 +116,7 @@ def manual_axes_cleanup(module: HloModule) -> None:
 
 # -- constants ---------------------------------------------------------------------------
 
-CONSTANT_PRESERVING_OPCODES = ("broadcast", "reshape", "slice")
+CONSTANT_PRESERVING_OPCODES = ("broadcast", "stablehlo.broadcast_in_dim", "reshape", "slice")
 
 
 def _is_scalar(instr: HloInstruction) -> bool:
@@ -166,8 +166,8 @@ class _ConstantSplitter:
 
     def _visit(self, computation: HloComputation) -> None:
         for instr in list(computation.instructions):
-            if instr.opcode == "parameter" or is_implicit(instr) or instr.opcode == "sdy.sharding_group":
-                if instr is computation.root and is_implicit(instr) and instr.opcode == "tuple":
+            if instr.opcode == "parameter" or encodes_mlir_structure(instr) or instr.opcode == "sdy.sharding_group":
+                if instr is computation.root and encodes_mlir_structure(instr) and instr.opcode == "tuple":
                     self._split_operands(instr)
                 continue
             if _is_constant_expression(instr, self.constants):

@@ -1,27 +1,20 @@
 """Edits of the module's structure that Shardy's import and export steps
-make: moving, cloning, creating and removing ops, keeping what the StableHLO
-frontend needs to print them (``instr.mlir``) consistent."""
+make: moving, cloning, creating and removing ops, keeping the records of how
+the frontend that read the module will print it (``instr.mlir``,
+``module.mlir``, see ``xlapy.hlo.mlir_structure``) in step. An instruction or
+module without a record (not read from MLIR) has nothing to keep."""
 
 from __future__ import annotations
 
-import copy as copy_module
-import re
-
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
+from xlapy.hlo.mlir_structure import copy_source, encodes_mlir_structure, op_results, source_of
 from xlapy.sharding.mesh import Mesh
 from xlapy.sharding.tensor_sharding import TensorSharding
-from xlapy.sharding.values import is_implicit, op_results
-
-
-def _record_copy(record):
-    return None if record is None else copy_module.copy(record)
 
 
 def rename_op(instr: HloInstruction, mlir_name: str) -> None:
     """Print ``instr`` as the MLIR op ``mlir_name`` (e.g. a constant as ``sdy.constant``)."""
-    record = instr.mlir
-    if record is not None and hasattr(record, "name"):
-        record.name = mlir_name
+    source_of(instr).rename_op(mlir_name)
 
 
 def mark_sdy_constant(instr: HloInstruction) -> None:
@@ -40,7 +33,7 @@ def _position_after(value: HloInstruction) -> int:
     instructions = computation.instructions
     if value.opcode == "parameter":
         return max((i + 1 for i, instr in enumerate(instructions) if instr.opcode == "parameter"), default=0)
-    definer = value.operands[0] if value.opcode == "get-tuple-element" and is_implicit(value) else value
+    definer = value.operands[0] if value.opcode == "get-tuple-element" and encodes_mlir_structure(value) else value
     index = instructions.index(definer) + 1
     results = {id(r) for r in op_results(definer)} if definer.shape.is_tuple else set()
     while index < len(instructions) and id(instructions[index]) in results:
@@ -62,9 +55,9 @@ def clone_before(instr: HloInstruction, operands: list[HloInstruction], before: 
     copy that takes the place of an op about to be removed)."""
     computation = instr.parent
     copy = instr.clone(operands, suffix="split")
-    copy.mlir = _record_copy(instr.mlir)
-    if not keep_name and hasattr(copy.mlir, "results"):
-        copy.mlir.results = []
+    copy_source(instr, copy)
+    if not keep_name:
+        source_of(copy).forget_result_names()
     copy.sdy_sharding = instr.sdy_sharding
     computation.add_instruction(copy, before=before or instr)
     return copy
@@ -72,9 +65,8 @@ def clone_before(instr: HloInstruction, operands: list[HloInstruction], before: 
 
 def forget_name(instr: HloInstruction) -> None:
     """Print ``instr`` with a fresh SSA name (its name went to a copy)."""
-    if hasattr(instr.mlir, "results"):
-        instr.mlir = _record_copy(instr.mlir)
-        instr.mlir.results = []
+    copy_source(instr, instr)
+    source_of(instr).forget_result_names()
 
 
 def new_constraint_after(value: HloInstruction, sharding: TensorSharding) -> HloInstruction:
@@ -82,7 +74,7 @@ def new_constraint_after(value: HloInstruction, sharding: TensorSharding) -> Hlo
     computation = value.parent
     constraint = HloInstruction("sharding_constraint", "sdy.sharding_constraint", value.shape, [value])
     constraint.sdy_sharding = sharding
-    _ensure_record(constraint)
+    _give_record(constraint, computation)
     computation.add_instruction(constraint)
     move_after_value(constraint, value)
     return constraint
@@ -92,7 +84,7 @@ def _new_reshard(value: HloInstruction, sharding: TensorSharding, computation: H
                  before: HloInstruction | None) -> HloInstruction:
     reshard = HloInstruction("reshard", "sdy.reshard", value.shape, [value])
     reshard.sdy_sharding = sharding
-    _ensure_record(reshard)
+    _give_record(reshard, computation)
     computation.add_instruction(reshard, before=before)
     return reshard
 
@@ -124,11 +116,11 @@ def replace_later_uses(value: HloInstruction, tail: HloInstruction, exclude: Hlo
     computation: HloComputation = tail.parent
     position = {id(instr): i for i, instr in enumerate(computation.instructions)}
     tail_at = position[id(tail)]
-    is_function = getattr(computation.mlir, "is_function", None)
+    is_function = computation.mlir is not None and computation.mlir.is_function
     for user in list(value.users):
         if user is exclude or user.parent is not computation or position[id(user)] <= tail_at:
             continue
-        if user is computation.root and is_implicit(user) and is_function:
+        if user is computation.root and encodes_mlir_structure(user) and is_function:
             continue
         user.replace_operand_with(value, tail)
     if computation.root is value and not is_function and value.parent is computation:
@@ -142,55 +134,15 @@ def set_meshes(module: HloModule, meshes: dict[str, Mesh]) -> None:
     module.meshes.update(meshes)
 
 
-def _ensure_record(instr: HloInstruction):
-    """The op's MLIR record, made for ops created by propagation."""
-    from xlapy.frontends.mlir_syntax import type_of
-    from xlapy.frontends.stablehlo_ops.records import OpRecord
-
-    if not isinstance(instr.mlir, OpRecord):
-        shapes = instr.shape.tuple_shapes if instr.shape.is_tuple else (instr.shape,)
-        instr.mlir = OpRecord(instr.opcode, [], {}, (), [type_of(s) for s in shapes])
-    return instr.mlir
+def _give_record(instr: HloInstruction, computation: HloComputation) -> None:
+    """A new op of ``computation`` prints as the MLIR op its opcode names."""
+    module = computation.module
+    if module is not None and module.mlir is not None:
+        instr.mlir = module.mlir.new_op_record(instr.opcode, instr.shape)
 
 
-_CONSTANT_NAME = re.compile(r"(c|cst)(_\d+)?")
-
-
-def _keeps_name(op_name: str, name: str) -> bool:
-    """Whether a result keeps the name the text gave it: names of the user's
-    are kept, but the names MLIR gives constants (``%cst``, ``%c_3``) go when
-    the constant is no longer a ``stablehlo.constant`` (an ``sdy.constant``
-    made by splitting constants), as MLIR then numbers it."""
-    from xlapy.frontends.stablehlo_ops import spec_for
-
-    if name.isdigit():
-        return False
-    if op_name == "stablehlo.constant" or not _CONSTANT_NAME.fullmatch(name):
-        return True
-    spec = spec_for(op_name)
-    return spec is not None and bool(spec.result_names)
-
-
-def renumber_values(functions: list[HloComputation]) -> None:
-    """Number op results the way MLIR's printer does after ops were added or
-    removed: per block in order, each nested region continuing from the count
-    after its parent block; named results keep their names (see ``_keeps_name``)."""
-    for function in functions:
-        stack = [(function, 0)]
-        while stack:
-            region, next_value = stack.pop()
-            body = [i for i in region.instructions if i.opcode != "parameter" and not is_implicit(i)]
-            for instr in body:
-                count = len(op_results(instr)) if instr.shape.is_tuple else 1
-                if instr.shape.is_tuple and not op_results(instr):
-                    count = 0
-                if count == 0:
-                    continue
-                record = _ensure_record(instr)
-                if record.results and all(_keeps_name(record.name, name) for name, _ in record.results):
-                    continue
-                record.results = [(str(next_value), count)]
-                next_value += 1
-            for instr in body:
-                if instr.opcode != "call":
-                    stack.extend((callee, next_value) for callee in instr.called_computations)
+def renumber_values(module: HloModule, functions: list[HloComputation]) -> None:
+    """The values of ``functions`` print numbered as MLIR's printer numbers
+    them after ops were added and removed."""
+    if module.mlir is not None:
+        module.mlir.renumber_values(functions)

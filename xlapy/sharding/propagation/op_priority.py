@@ -19,6 +19,9 @@ from xlapy.sharding.propagation.directions import Direction, DirectionFn, inters
 from xlapy.sharding.propagation.graph import ProgramGraph, Unit
 from xlapy.sharding.propagation.groups import ShardingGroups
 
+# StableHLO's broadcast_in_dim, whether or not it stretches a dimension.
+BROADCAST_OPCODES = ("broadcast", "stablehlo.broadcast_in_dim")
+
 
 def pass_through_ops(unit: Unit, factor: int) -> Direction:
     if unit.kind == "edge":
@@ -43,13 +46,13 @@ def pass_through_factors_broadcast_backward(unit: Unit, factor: int) -> Directio
     # Units without a rule (edges) are identities: every factor passes through.
     if unit.rule is not None and not unit.rule.is_pass_through_factor(factor):
         return Direction.NONE
-    if unit.kind == "op" and unit.instr.opcode == "broadcast":
+    if unit.kind == "op" and unit.instr.opcode in BROADCAST_OPCODES:
         return Direction.BACKWARD
     return Direction.BOTH
 
 
 def any_but_broadcast_forward(unit: Unit, factor: int) -> Direction:
-    if unit.kind == "op" and unit.instr.opcode == "broadcast":
+    if unit.kind == "op" and unit.instr.opcode in BROADCAST_OPCODES:
         return Direction.BACKWARD
     return Direction.BOTH
 

@@ -59,6 +59,5 @@ def run_pipeline(module: HloModule, explicit_reshards: bool = True) -> None:
     # The canonicalizer at the end of the pipeline removes what is now dead
     # (e.g. the reshard of a sharding constraint without uses).
     dce.dce_module(module, funcs)
-    if module.mlir is not None:
-        # As MLIR prints them: ops were added and removed.
-        ir_edits.renumber_values(funcs)
+    # As MLIR prints them: ops were added and removed.
+    ir_edits.renumber_values(module, funcs)

@@ -21,8 +21,8 @@ from xlapy.sharding.rules.registry import (
     rule_for,
 )
 
-# Not all-to-all: it may read what the frontend recorded of the op.
-depends_only_on_form("all-reduce", "collective-permute", "collective-broadcast", "all-gather", "reduce-scatter")
+depends_only_on_form("all-reduce", "collective-permute", "collective-broadcast", "all-gather", "reduce-scatter",
+                     "all-to-all", "stablehlo.all_to_all")
 
 
 @rule_for("all-reduce", "collective-permute", "collective-broadcast")
@@ -58,24 +58,15 @@ def _reduce_scatter(instr: HloInstruction, conservative: bool = False) -> OpShar
     return _with_resized_dims(instr, [_dimension(instr, "scatter_dimension")])
 
 
-def _recorded_int(instr: HloInstruction, name: str) -> int | None:
-    # An integer attribute of the StableHLO op the instruction was read from
-    # (kept by the frontend when HLO has no place for it), if any.
-    attributes = getattr(instr.mlir, "attributes", None)
-    value = attributes.get(name) if isinstance(attributes, dict) else None
-    return int(value.value) if hasattr(value, "value") else None
-
-
 @rule_for("all-to-all")
 def _all_to_all(instr: HloInstruction, conservative: bool = False) -> OpShardingRule | None:
-    if "split_dimension" in instr.attributes:
-        split = int_attr(instr, "split_dimension")
-    elif attr(instr, "dimensions", ()):
-        split = ints(instr, "dimensions")[0]
-    else:
+    if not attr(instr, "dimensions", ()):
         return None  # a tuple all-to-all exchanges whole buffers: no dimension to follow
-    # HLO's array all-to-all splits and concatenates the same dimension; StableHLO's may differ.
-    concat = int_attr(instr, "concat_dimension", None)
-    if concat is None:
-        concat = _recorded_int(instr, "concat_dimension")
-    return _with_resized_dims(instr, [split, split if concat is None else concat])
+    dimension = ints(instr, "dimensions")[0]
+    return _with_resized_dims(instr, [dimension])
+
+
+@rule_for("stablehlo.all_to_all")
+def _stablehlo_all_to_all(instr: HloInstruction, conservative: bool = False) -> OpShardingRule:
+    # The split and concatenated dimensions may differ.
+    return _with_resized_dims(instr, [int_attr(instr, "split_dimension"), int_attr(instr, "concat_dimension")])

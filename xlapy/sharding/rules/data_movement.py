@@ -23,11 +23,11 @@ from xlapy.sharding.rules.registry import (
 no_rule("iota", "constant")
 # Not concatenate (it looks at the ops defining its operands) nor scatter
 # (it looks at its body).
-depends_only_on_form("broadcast", "reshape", "transpose", "slice", "pad", "reverse", "dynamic-slice",
-                     "dynamic-update-slice", "gather")
+depends_only_on_form("broadcast", "stablehlo.broadcast_in_dim", "reshape", "transpose", "slice", "pad", "reverse",
+                     "dynamic-slice", "dynamic-update-slice", "gather")
 
 
-@rule_for("broadcast")
+@rule_for("broadcast", "stablehlo.broadcast_in_dim")
 def _broadcast(instr: HloInstruction, conservative: bool = False) -> OpShardingRule:
     (in_dims,), (out_dims,) = operand_dims(instr), result_dims(instr)
     out_to_in = [NULL_DIM] * len(out_dims)
@@ -37,7 +37,7 @@ def _broadcast(instr: HloInstruction, conservative: bool = False) -> OpShardingR
     for out_dim, out_size in enumerate(out_dims):
         in_dim = out_to_in[out_dim]
         if in_dim != NULL_DIM and in_dims[in_dim] == 1 and out_size != 1:
-            # A size-1 operand dimension expanded in place: its own factor.
+            # A size-1 operand dimension stretched (StableHLO's broadcast_in_dim): its own factor.
             rule.add_factor([in_dim], [NULL_DIM], 1)
             in_dim = NULL_DIM
         rule.add_factor([in_dim], [out_dim], out_size)

@@ -16,7 +16,7 @@ POINTWISE_OPCODES = (
     "logistic", "maximum", "minimum", "multiply", "negate", "not", "or", "popcnt", "power", "real",
     "reduce-precision", "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt", "shift-left",
     "shift-right-arithmetic", "shift-right-logical", "sign", "sine", "sqrt", "subtract", "tan", "tanh", "xor",
-    "sdy.sharding_constraint",
+    "sdy.sharding_constraint", "stablehlo.convert",
 )
 # Elementwise HLO ops with no StableHLO counterpart (so absent from Shardy's
 # registry): copy, erf (StableHLO spells it custom_call @mhlo.erf, which is

@@ -18,7 +18,7 @@ from xlapy.sharding.rules.registry import (
 # Ops Shardy leaves without a rule: they have no tensor to shard, or their
 # results do not follow their operands' dimensions.
 no_rule("partition-id", "replica-id", "after-all", "infeed", "outfeed", "send", "send-done", "recv", "recv-done",
-        "rng", "rng-get-and-update-state", "get-tuple-element", "tuple", "parameter")
+        "rng", "stablehlo.rng", "rng-get-and-update-state", "get-tuple-element", "tuple", "parameter")
 # Ops Shardy's registry does not know (so no rule), or HLO ops with no
 # StableHLO counterpart that propagation should not see through.
 no_rule("map", "get-dimension-size", "set-dimension-size", "dynamic-reshape", "batch-norm-training",
