@@ -32,7 +32,7 @@ from jax.sharding import PartitionSpec as P
 from rich.console import Console
 from rich.table import Table
 
-from tests.sharding.shardy_oracle import run_shardy
+from tools.shardy import run_shardy
 from xlapy.frontends.stablehlo import parse_module, print_module
 from xlapy.sharding import propagate
 from xlapy.sharding.propagate import STRATEGIES

@@ -10,14 +10,16 @@ writes ``NAME.before.mlir`` and ``NAME.after.mlir`` per program.
 
 from __future__ import annotations
 
-import os
 import pathlib
 import subprocess
 import sys
 from collections.abc import Callable
 from typing import Any
 
+from tools.shardy import ROOT, ShardyHarnessError, jax_environment
+
 DEVICE_COUNT = 8
+CORPUS_TIMEOUT_S = 1200.0  # compiling the catalogue takes under a minute
 
 # The catalogue's program names, known without starting JAX (tests are
 # parametrized over them at collection time; generate() checks they agree).
@@ -250,13 +252,17 @@ def generate(out_dir: pathlib.Path) -> None:
 def reference_corpus(out_dir: pathlib.Path) -> dict[str, tuple[str, str, str]]:
     """name -> (module before Shardy's propagation, module after it, module after
     the explicit reshards), produced by XLA:CPU in a child process."""
-    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICE_COUNT}",
-               JAX_PLATFORMS="cpu")
-    root = pathlib.Path(__file__).resolve().parents[2]
-    child = subprocess.run([sys.executable, "-m", "tests.sharding.shardy_reference", str(out_dir)], cwd=root,
-                           env=env, capture_output=True, text=True)
+    command = [sys.executable, "-m", "tests.sharding.shardy_reference", str(out_dir)]
+    try:
+        child = subprocess.run(command, cwd=ROOT, env=jax_environment(DEVICE_COUNT), capture_output=True, text=True,
+                               timeout=CORPUS_TIMEOUT_S)
+    except subprocess.TimeoutExpired as error:
+        stderr = error.stderr.decode(errors="replace") if isinstance(error.stderr, bytes) else error.stderr or ""
+        raise ShardyHarnessError(f"the reference programs took over {CORPUS_TIMEOUT_S:.0f} s:\n"
+                                 f"{stderr[-4000:]}") from error
     if child.returncode != 0:
-        raise RuntimeError(f"the reference programs failed (exit {child.returncode}):\n{child.stderr[-4000:]}")
+        raise ShardyHarnessError(f"the reference programs failed (exit status {child.returncode}):\n"
+                                 f"{child.stderr[-4000:]}")
     names = sorted(p.name[: -len(".before.mlir")] for p in out_dir.glob("*.before.mlir"))
     return {n: tuple((out_dir / f"{n}.{stage}.mlir").read_text() for stage in ("before", "after", "reshards"))
             for n in names}

@@ -14,7 +14,9 @@ must reproduce, text for text,
   reshards: ``sdy.reshard`` ops around differently sharded concatenates).
 
 The facts are read from both printed modules by the same small reader
-(``expected.py``), which does not use xlapy's frontend."""
+(``expected.py``), which does not use xlapy's frontend. Needs jax; a failure
+to compile the catalogue is an error of every test here, and only
+``XLAPY_NO_JAX=1`` skips them (``shardy_oracle.py``)."""
 
 from __future__ import annotations
 
@@ -23,14 +25,15 @@ from collections.abc import Iterator
 import pytest
 
 from tests.sharding.expected import Values, op_rules, value_shardings
+from tests.sharding.shardy_oracle import require_shardy
 from tests.sharding.shardy_reference import PROGRAMS, reference_corpus
 from xlapy.frontends.stablehlo import parse_module, print_module
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
+from xlapy.hlo.mlir_structure import encodes_mlir_structure
 from xlapy.sharding.propagation.pipeline import run_pipeline
 from xlapy.sharding.rules import op_sharding_rule
-from xlapy.sharding.values import is_implicit
 
-pytest.importorskip("jax")
+require_shardy()
 
 _MISSING = "<no such value>"
 
@@ -160,7 +163,7 @@ def _keyed_instructions(module: HloModule) -> dict[str, HloInstruction]:
     def walk(computation: HloComputation, prefix: str) -> Iterator[tuple[str, HloInstruction]]:
         for instr in computation.instructions:
             results = getattr(instr.mlir, "results", None)
-            if instr.opcode == "parameter" or is_implicit(instr) or not results:
+            if instr.opcode == "parameter" or encodes_mlir_structure(instr) or not results:
                 continue
             anchor = "%" + results[0][0]  # the frontend's record: [("0", 2)] for `%0:2 = `
             yield prefix + anchor, instr

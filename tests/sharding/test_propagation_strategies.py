@@ -107,8 +107,10 @@ def _long_program(layers: int) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("strategy", STRATEGIES)
+# The whole pipeline (whose propagation is the user-priority one, built on the
+# op-priority and basic ones) by default, the other strategies under -m slow.
+@pytest.mark.parametrize("strategy", [s if s == "pipeline" else pytest.param(s, marks=pytest.mark.slow)
+                                      for s in STRATEGIES])
 def test_ten_thousand_ops_carry_the_sharding_to_the_end(strategy: str) -> None:
     # How long this takes is measured by benchmarks/sharding_propagation.py.
     module = parse_module(_long_program(2500))

@@ -106,21 +106,21 @@ module {
 module {
   sdy.mesh @mesh = <["a"=2, "b"=2, "c"=2]>
   func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"c"}]>}) -> (tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {"c"}]>}, tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"c"}]>}) {
-    %c0 = sdy.constant dense<0> : tensor<i32>
-    %c1 = sdy.constant dense<1> : tensor<i32>
-    %c4 = sdy.constant dense<4> : tensor<i32>
-    %0:3 = stablehlo.while(%iterArg = %arg0, %iterArg_0 = %c0, %iterArg_1 = %arg1) : tensor<8x8xf32>, tensor<i32>, tensor<8x8xf32> attributes {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}, {"c"}]>, <@mesh, []>, <@mesh, [{}, {"c"}]>]>}
+    %0 = sdy.constant dense<0> : tensor<i32>
+    %1 = sdy.constant dense<1> : tensor<i32>
+    %2 = sdy.constant dense<4> : tensor<i32>
+    %3:3 = stablehlo.while(%iterArg = %arg0, %iterArg_0 = %0, %iterArg_1 = %arg1) : tensor<8x8xf32>, tensor<i32>, tensor<8x8xf32> attributes {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}, {"c"}]>, <@mesh, []>, <@mesh, [{}, {"c"}]>]>}
     cond {
-      %2 = stablehlo.compare LT, %iterArg_0, %c4 : (tensor<i32>, tensor<i32>) -> tensor<i1>
-      stablehlo.return %2 : tensor<i1>
+      %5 = stablehlo.compare LT, %iterArg_0, %2 : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %5 : tensor<i1>
     } do {
-      %2 = func.call @step(%iterArg, %iterArg_1) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}, {"c"}]>]>} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
-      %3 = stablehlo.add %iterArg_0, %c1 : tensor<i32>
-      %4 = func.call @step(%2, %iterArg_1) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}, {"c"}]>]>} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
-      stablehlo.return %4, %3, %iterArg_1 : tensor<8x8xf32>, tensor<i32>, tensor<8x8xf32>
+      %5 = func.call @step(%iterArg, %iterArg_1) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}, {"c"}]>]>} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+      %6 = stablehlo.add %iterArg_0, %1 : tensor<i32>
+      %7 = func.call @step(%5, %iterArg_1) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}, {"c"}]>]>} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+      stablehlo.return %7, %6, %iterArg_1 : tensor<8x8xf32>, tensor<i32>, tensor<8x8xf32>
     }
-    %1 = call @ident(%0#2) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"c"}]>]>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
-    return %0#0, %1 : tensor<8x8xf32>, tensor<8x8xf32>
+    %4 = call @ident(%3#2) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"c"}]>]>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+    return %3#0, %4 : tensor<8x8xf32>, tensor<8x8xf32>
   }
   func.func private @step(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {"c"}]>}, %arg1: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"c"}]>}) -> (tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {"c"}]>}) {
     %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}, {"c"}]>]>} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>

@@ -40,9 +40,9 @@ module {
   sdy.mesh @mesh_xy = <["x"=2, "y"=2]>
   func.func @main(%arg0: tensor<8x2xi64> {sdy.sharding = #sdy.sharding<@mesh_xy, [{"x"}, {"y"}]>}) -> (tensor<8x2xi64> {sdy.sharding = #sdy.sharding<@mesh_xy, [{"x", ?}, {"y", ?}]>}) {
     sdy.sharding_group %arg0 group_id=0 : tensor<8x2xi64>
-    %1 = stablehlo.constant {sdy.sharding = #sdy.sharding_per_value<[<@mesh_xy, [{"x"}, {"y"}]>]>} dense<0> : tensor<8x2xi64>
-    sdy.sharding_group %1 group_id=0 : tensor<8x2xi64>
-    return %1 : tensor<8x2xi64>
+    %c = stablehlo.constant {sdy.sharding = #sdy.sharding_per_value<[<@mesh_xy, [{"x"}, {"y"}]>]>} dense<0> : tensor<8x2xi64>
+    sdy.sharding_group %c group_id=0 : tensor<8x2xi64>
+    return %c : tensor<8x2xi64>
   }
 }
 
@@ -51,8 +51,8 @@ module {
 module {
   sdy.mesh @mesh_xy = <["x"=2, "y"=2]>
   func.func @main(%arg0: tensor<8x2xi64> {sdy.sharding = #sdy.sharding<@mesh_xy, [{"x"}, {"y"}]>}) -> tensor<8x2xi64> {
-    %0 = stablehlo.constant dense<0> : tensor<8x2xi64>
-    return %0 : tensor<8x2xi64>
+    %c = stablehlo.constant dense<0> : tensor<8x2xi64>
+    return %c : tensor<8x2xi64>
   }
 }
 
@@ -62,8 +62,8 @@ module {
   sdy.mesh @mesh_xy = <["x"=2, "y"=2]>
   func.func @main(%arg0: tensor<8x2xi64> {sdy.sharding = #sdy.sharding<@mesh_xy, [{"x"}, {"y"}]>}) -> (tensor<8x2xi64> {sdy.sharding = #sdy.sharding<@mesh_xy, [{"x", ?}, {"y", ?}]>}) {
     sdy.sharding_group %arg0 group_id=0 : tensor<8x2xi64>
-    %1 = stablehlo.constant {sdy.sharding = #sdy.sharding_per_value<[<@mesh_xy, [{"x"}, {"y"}]>]>} dense<0> : tensor<8x2xi64>
-    sdy.sharding_group %1 group_id=0 : tensor<8x2xi64>
-    return %1 : tensor<8x2xi64>
+    %c = stablehlo.constant {sdy.sharding = #sdy.sharding_per_value<[<@mesh_xy, [{"x"}, {"y"}]>]>} dense<0> : tensor<8x2xi64>
+    sdy.sharding_group %c group_id=0 : tensor<8x2xi64>
+    return %c : tensor<8x2xi64>
   }
 }

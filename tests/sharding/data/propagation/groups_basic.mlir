@@ -44,7 +44,7 @@ module {
 
 // -----
 
-// The compiler API document's zeros_like ([A79]): the output and the
+// The zeros_like of Shardy's docs/compiler_api.md: the output and the
 // constant have no data dependency on the input, but share its group.
 // (zeros_like)
 module {

@@ -72,19 +72,19 @@ module {
   sdy.mesh @mesh = <["a"=2]>
   func.func @main(%arg0: tensor<16x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, %arg1: tensor<16x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}) -> (tensor<16x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, tensor<16x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}) {
     %0 = sdy.constant dense<0> : tensor<i32>
-    %inc = sdy.constant dense<1> : tensor<i32>
-    %limit = sdy.constant dense<32> : tensor<i32>
-    %1:2 = stablehlo.while(%iterArg = %arg0, %iterArg_2 = %0) : tensor<16x16xf32>, tensor<i32> attributes {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}, {}]>, <@mesh, []>]>}
+    %1 = sdy.constant dense<1> : tensor<i32>
+    %2 = sdy.constant dense<32> : tensor<i32>
+    %3:2 = stablehlo.while(%iterArg = %arg0, %iterArg_0 = %0) : tensor<16x16xf32>, tensor<i32> attributes {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}, {}]>, <@mesh, []>]>}
     cond {
-      %3 = stablehlo.compare LT, %iterArg_2, %limit : (tensor<i32>, tensor<i32>) -> tensor<i1>
-      stablehlo.return %3 : tensor<i1>
+      %5 = stablehlo.compare LT, %iterArg_0, %2 : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %5 : tensor<i1>
     } do {
-      %3 = stablehlo.add %iterArg_2, %inc : tensor<i32>
-      %4 = stablehlo.add %iterArg, %iterArg {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}, {}]>]>} : tensor<16x16xf32>
-      stablehlo.return %4, %3 : tensor<16x16xf32>, tensor<i32>
+      %5 = stablehlo.add %iterArg_0, %1 : tensor<i32>
+      %6 = stablehlo.add %iterArg, %iterArg {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}, {}]>]>} : tensor<16x16xf32>
+      stablehlo.return %6, %5 : tensor<16x16xf32>, tensor<i32>
     }
-    %2 = sdy.reshard %arg1 <@mesh, [{"a"}, {}]> : tensor<16x16xf32>
-    return %1#0, %2 : tensor<16x16xf32>, tensor<16x16xf32>
+    %4 = sdy.reshard %arg1 <@mesh, [{"a"}, {}]> : tensor<16x16xf32>
+    return %3#0, %4 : tensor<16x16xf32>, tensor<16x16xf32>
   }
 }
 
@@ -158,9 +158,9 @@ module {
   func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}, %arg1: tensor<2xui64>) -> (tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}) {
     %0 = stablehlo.custom_call @bar(%arg0) {has_side_effect = true} : (tensor<8x8xf32>) -> tensor<8x8xf32>
     %1 = "stablehlo.all_reduce"(%arg0) <{replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>}> ({
-    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
-      %s = stablehlo.add %a, %b : tensor<f32>
-      stablehlo.return %s : tensor<f32>
+    ^bb0(%arg2: tensor<f32>, %arg3: tensor<f32>):
+      %3 = stablehlo.add %arg2, %arg3 : tensor<f32>
+      stablehlo.return %3 : tensor<f32>
     }) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}, {}]>]>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
     %2 = call @f(%arg0) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}, {}]>]>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
     return %arg0 : tensor<8x8xf32>
