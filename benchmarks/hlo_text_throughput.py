@@ -1,7 +1,7 @@
 """Parse and print throughput of HLO text: xlapy side by side with XLA's own
 parser and printer (through jaxlib), on a generated module of N instructions.
 
-    python benchmarks/hlo_text_throughput.py [--instructions 50000] [--repeat 3]
+    python -m benchmarks.hlo_text_throughput [--instructions 50000] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 
 from jaxlib import _hlo
-from timing import best_and_median
 
+from benchmarks.timing import best_and_median
 from xlapy.hlo import parse_module
 
 _OPS = ["add", "multiply", "subtract", "maximum", "minimum", "divide"]

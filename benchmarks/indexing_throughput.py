@@ -4,7 +4,7 @@ and how long the maps of a whole fusion take to compute.
 XLA's indexing analysis has no Python entry point in jaxlib, so these are
 xlapy's own figures, not ratios.
 
-    python benchmarks/indexing_throughput.py [--maps 2000] [--instructions 200] [--repeat 3]
+    python -m benchmarks.indexing_throughput [--maps 2000] [--instructions 200] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from __future__ import annotations
 import argparse
 import random
 
-from timing import best_and_median
-
+from benchmarks.timing import best_and_median
 from xlapy import parse_hlo
 from xlapy.indexing import IndexingMap, input_to_output_indexing, output_to_input_indexing
 from xlapy.indexing import affine as A

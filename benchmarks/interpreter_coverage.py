@@ -1,24 +1,21 @@
 """The reference interpreter's differential coverage: which opcodes are checked
 against XLA:CPU on which element types, as a table.
 
-    python benchmarks/interpreter_coverage.py            # what the tests cover
-    python benchmarks/interpreter_coverage.py --run      # run every case, mark pass/FAIL
-    python benchmarks/interpreter_coverage.py --no-slow  # only the default (non-slow) test run
+    python -m benchmarks.interpreter_coverage            # what the tests cover
+    python -m benchmarks.interpreter_coverage --run      # run every case, mark pass/FAIL
+    python -m benchmarks.interpreter_coverage --no-slow  # only the default (non-slow) test run
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from tests.interpreter.coverage import (
+from tools.interpreter_coverage import (
     COVERED,
     FAILED,
     PASSED,
@@ -27,7 +24,7 @@ from tests.interpreter.coverage import (
     dtypes_of,
     summary,
 )
-from tests.interpreter.test_ops_vs_xla import CASES, DTYPES
+from tools.op_cases import CASES, DTYPES
 
 _CELL = {COVERED: "[green]✓[/]", PASSED: "[green]✓[/]", SLOW_ONLY: "[yellow]s[/]", FAILED: "[bold red]✗[/]"}
 

@@ -18,13 +18,13 @@ results are checked against the interpreter (a slice of GELU's, corpus
 modules whole) and compared with XLA's.
 
 XLA gets the module with the fusion inlined (its own pipeline fuses it, as it
-does what JAX hands it; see tests/codegen/xla_reference.py). Inputs are
+does what JAX hands it; see tools/xla_reference.py). Inputs are
 seeded normal values without special values: denormals would slow down
 whichever side does not flush them, which is not what this measures.
 
-    python benchmarks/loop_fusion_vs_xla.py                        # GELU bf16 and f32
-    python benchmarks/loop_fusion_vs_xla.py --rounds 50 --shape 6,512,4096
-    python benchmarks/loop_fusion_vs_xla.py --corpus large_256x1024 iota_large_f32
+    python -m benchmarks.loop_fusion_vs_xla                        # GELU bf16 and f32
+    python -m benchmarks.loop_fusion_vs_xla --rounds 50 --shape 6,512,4096
+    python -m benchmarks.loop_fusion_vs_xla --corpus large_256x1024 iota_large_f32
 """
 
 from __future__ import annotations
@@ -41,17 +41,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 import xlapy
-from tests.codegen.compare import NAN_MISMATCH, max_ulp_difference, random_arguments, result_element_types
-from tests.codegen.test_loop_fusions import CORPUS, GELU_SHAPE, clear_memory_cache_function, gelu_text
-from tests.codegen.xla_reference import unfused_text
-from tests.interpreter.compare import leaves
+from tools.compare import leaves
+from tools.loop_fusion_compare import NAN_MISMATCH, max_ulp_difference, random_arguments, result_element_types
+from tools.loop_fusion_corpus import CORPUS, GELU_SHAPE, clear_memory_cache_function, gelu_text
+from tools.xla_reference import unfused_text
 
 # The rows of GELU checked against the interpreter (it is elementwise, so a
 # slice of the input gives the same slice of the output).
@@ -201,7 +199,7 @@ class XlaRunner:
     """The module compiled by XLA:CPU, its arguments placed on the device once."""
 
     def __init__(self, text: str, args: list[np.ndarray]):
-        from tests.xla_cpu import compile_on_xla_cpu
+        from tools.xla_cpu import compile_on_xla_cpu
 
         self.compile_time, self.compiled = _timed(lambda: compile_on_xla_cpu(unfused_text(text)))
         import jax

@@ -19,15 +19,15 @@ import numpy as np
 import pytest
 
 import xlapy
-from tests.codegen.compare import (
+from tests.codegen.filecheck import filecheck
+from tools.loop_fusion_compare import (
     assert_within_ulps,
     max_ulp_difference,
     normwise_ulp_difference,
     random_arguments,
     ulp_tolerance,
 )
-from tests.codegen.filecheck import filecheck
-from tests.codegen.test_loop_fusions import _single_fusion, clear_memory_cache_function
+from tools.loop_fusion_corpus import clear_memory_cache_function, single_fusion
 from xlapy.codegen.backends.cpu import CpuKernel, translate_module
 from xlapy.codegen.launch import Device
 from xlapy.codegen.mlir_text import parse_mlir, print_mlir
@@ -64,7 +64,7 @@ def _special_pairs(dtype: np.dtype) -> np.ndarray:
 
 # -- dumps ----------------------------------------------------------------------------------------------------------
 
-DUMPED = _single_fusion(["c64[8]", "c64[8]"], [
+DUMPED = single_fusion(["c64[8]", "c64[8]"], [
     "product = c64[8] multiply(p0, p1)",
     "exp = c64[8] exponential(product)",
     "ROOT magnitude = f32[8] abs(exp)",
@@ -202,7 +202,7 @@ def _power_arguments(dtype, random: np.random.Generator) -> tuple[np.ndarray, np
 @pytest.mark.parametrize("type_name", ["c64", "c128"])
 def test_power_matches_the_interpreter(type_name: str):
     shape = "1114"  # 1024 random and 90 special pairs
-    text = _single_fusion([f"{type_name}[{shape}]"] * 2, [f"ROOT power = {type_name}[{shape}] power(p0, p1)"],
+    text = single_fusion([f"{type_name}[{shape}]"] * 2, [f"ROOT power = {type_name}[{shape}] power(p0, p1)"],
                           f"{type_name}[{shape}]")
     module = xlapy.parse_hlo(text)
     dtype = np.complex64 if type_name == "c64" else np.complex128
@@ -216,7 +216,7 @@ def test_power_matches_the_interpreter(type_name: str):
 
 
 def test_kernels_calling_c_functions_load_from_the_disk_cache():
-    text = _single_fusion(["c128[16]"], ["log = c128[16] log(p0)", "ROOT tanh = c128[16] tanh(log)"], "c128[16]")
+    text = single_fusion(["c128[16]"], ["log = c128[16] log(p0)", "ROOT tanh = c128[16] tanh(log)"], "c128[16]")
     module = xlapy.parse_hlo(text)
     args = random_arguments(module, 0)
     first = xlapy.compile(xlapy.parse_hlo(text))(*args)
@@ -246,7 +246,7 @@ UNSUPPORTED = {
 @pytest.mark.parametrize("opcode", sorted(UNSUPPORTED))
 def test_unsupported_complex_ops_are_named(opcode: str):
     params, line, result = UNSUPPORTED[opcode]
-    module = xlapy.parse_hlo(_single_fusion(params, [line], result))
+    module = xlapy.parse_hlo(single_fusion(params, [line], result))
     type_name = params[0].split("[")[0]
     if opcode == "convert":  # invalid HLO (XLA's shape inference refuses it too): the verifier names it
         with pytest.raises(VerifyError, match=r"\br\b.*convert.* c64"):
@@ -283,14 +283,14 @@ def test_normwise_distances_count_ulps_of_the_magnitude():
 
 def test_complex_modules_are_exact_even_with_functions():
     """The C library computes complex functions for numpy and for the compiled code alike."""
-    exact = _single_fusion(["c64[8]"], ["ROOT e = c64[8] exponential(p0)"], "c64[8]")
-    real = _single_fusion(["f32[8]"], ["ROOT e = f32[8] exponential(p0)"], "f32[8]")
+    exact = single_fusion(["c64[8]"], ["ROOT e = c64[8] exponential(p0)"], "c64[8]")
+    real = single_fusion(["f64[8]"], ["ROOT e = f64[8] exponential(p0)"], "f64[8]")
     assert ulp_tolerance(xlapy.parse_hlo(exact)) == 0
     assert ulp_tolerance(xlapy.parse_hlo(real)) == 1
 
 
 def test_random_complex_arguments_reach_the_edges():
-    module = xlapy.parse_hlo(_single_fusion(["c64[64,64]"], ["ROOT n = c64[64,64] negate(p0)"], "c64[64,64]"))
+    module = xlapy.parse_hlo(single_fusion(["c64[64,64]"], ["ROOT n = c64[64,64] negate(p0)"], "c64[64,64]"))
     (value,) = random_arguments(module, 0)
     for part in (value.real, value.imag):
         assert np.isnan(part).any() and np.isposinf(part).any() and np.isneginf(part).any()

@@ -3,10 +3,11 @@
 Every module of ``data/loop_fusions`` (an entry computation around one kLoop
 fusion) and GELU (examples/gelu.hlo, in bf16 and in f32) is compiled with
 ``xlapy.compile(module, backend="cpu")``, run on seeded random arguments rich
-in special values (see ``compare.random_arguments``), and compared with
-``xlapy.evaluate``: bit for bit for integers and pred, to 0 ulp (sign of zero
-included) for floats, unless the fused computation has a transcendental op,
-where floats may be 1 ulp off.
+in special values (see ``tools.loop_fusion_compare.random_arguments``), and
+compared with ``xlapy.evaluate``: bit for bit for integers and pred, to 0 ulp
+(sign of zero included) for floats, unless the fused computation has a
+transcendental op on f64 or on a float narrower than f32, where floats may be
+1 ulp off (``ulp_tolerance``).
 
 Ops and element types a loop fusion cannot have must raise UnimplementedError
 naming them, and so must entry computations that do more than call the fusion.
@@ -14,54 +15,29 @@ naming them, and so must entry computations that do more than call the fusion.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 import xlapy
-from tests.codegen.compare import assert_within_ulps, random_arguments, ulp_tolerance
+from tools.loop_fusion_compare import assert_within_ulps, random_arguments
+from tools.loop_fusion_corpus import (
+    CORPUS,
+    GELU_SHAPE,
+    GELU_SMALL_SHAPE,
+    KNOWN_GAPS,
+    Case,
+    check_against_interpreter,
+    clear_memory_cache_function,
+    corpus_cases,
+    gelu_cases,
+    single_fusion,
+)
 from xlapy.errors import UnimplementedError
-
-CORPUS = Path(__file__).parent / "data" / "loop_fusions"
-GELU = Path(__file__).parents[2] / "examples" / "gelu.hlo"
-GELU_SHAPE = "6,512,4096"
-# The default run's GELU: the example's innermost dimension, fewer rows.
-GELU_SMALL_SHAPE = "6,16,4096"
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    text: str
-
-    def module(self) -> xlapy.HloModule:
-        """A fresh module, so that compiling cannot change what the interpreter runs."""
-        return xlapy.parse_hlo(self.text)
-
-
-def gelu_text(element_type: str = "bf16", shape: str = GELU_SHAPE) -> str:
-    """examples/gelu.hlo with its element type and shape replaced."""
-    return GELU.read_text().replace("bf16", element_type).replace(GELU_SHAPE, shape)
-
-
-def corpus_cases() -> list[Case]:
-    return [Case(path.stem, path.read_text()) for path in sorted(CORPUS.glob("*.hlo"))]
-
-
-def gelu_cases(shape: str) -> list[Case]:
-    return [Case(f"gelu_{t}_{shape.replace(',', 'x')}", gelu_text(t, shape)) for t in ("bf16", "f32")]
-
 
 # The tolerance applies to results, not to each op: in GELU, 1 + tanh(...) cancels for negative inputs and
 # rounds again for positive ones, so an f32 tanh 1 ulp off the interpreter's (correctly rounded) value on every
 # element would put a quarter of the f32 results more than 1 ulp off, the worst by about 600000 ulp; the math
 # library's f32 tanh is the f64 value rounded once (~1e-16 relative error), like the interpreter's.
-# Known gaps, kept strict so that fixing them is noticed (none at the moment):
-KNOWN_GAPS: dict[str, str] = {}
 
 
 def _marked(cases: list[Case]) -> list:
@@ -78,20 +54,6 @@ def compile_cpu(module: xlapy.HloModule):
     return xlapy.compile(module, backend="cpu")
 
 
-def clear_memory_cache_function() -> Callable[[], None] | None:
-    """The function that empties xlapy's in-memory kernel cache (the disk
-    cache stays), wherever it lives; None when there is none."""
-    for module_name in ("xlapy.codegen", "xlapy.runtime.kernel_cache", "xlapy.runtime"):
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        function = getattr(module, "clear_memory_cache", None)
-        if callable(function):
-            return function
-    return None
-
-
 @pytest.fixture(autouse=True, scope="module")
 def fresh_kernel_cache(tmp_path_factory):
     """Compile into an empty disk cache: kernels cached by an earlier version
@@ -104,24 +66,8 @@ def fresh_kernel_cache(tmp_path_factory):
         yield
 
 
-def check_against_interpreter(case: Case, seeds: tuple[int, ...] = (0, 1)) -> None:
-    """Compile once, then for each seed: run, compare with the interpreter,
-    and check the arguments were left alone."""
-    module = case.module()
-    tolerance = ulp_tolerance(module)
-    executable = compile_cpu(case.module())
-    for seed in seeds:
-        args = random_arguments(module, seed)
-        before = [np.copy(a) for a in args]
-        got = executable(*args)
-        expected = xlapy.evaluate(module, *args)
-        assert_within_ulps(got, expected, module, tolerance, context=f"{case.name} (seed {seed})")
-        for i, (a, b) in enumerate(zip(args, before)):
-            assert a.tobytes() == b.tobytes(), f"{case.name}: argument {i} was overwritten"
-
-
 def test_corpus_size():
-    """The acceptance asks for at least 20 single-fusion modules besides GELU."""
+    """The corpus covers at least 20 single-fusion modules besides GELU."""
     assert len(corpus_cases()) >= 24
 
 
@@ -177,31 +123,20 @@ less {
 """
 
 
-def _single_fusion(params: list[str], fused_lines: list[str], result: str, extra: str = "") -> str:
-    """A module whose entry computation calls one kLoop fusion of ``fused_lines``."""
-    fused_params = "\n".join(f"  p{i} = {shape} parameter({i})" for i, shape in enumerate(params))
-    entry_params = "\n".join(f"  e{i} = {shape} parameter({i})" for i, shape in enumerate(params))
-    operands = ", ".join(f"e{i}" for i in range(len(params)))
-    body = "\n".join(f"  {line}" for line in fused_lines)
-    fusion = f"ROOT fusion = {result} fusion({operands}), kind=kLoop, calls=fused"
-    return (f"HloModule unsupported\n{extra}\nfused {{\n{fused_params}\n{body}\n}}\n\n"
-            f"ENTRY main {{\n{entry_params}\n  {fusion}\n}}\n")
-
-
 UNSUPPORTED = {
-    "sort": (_single_fusion(["f32[16]"], ["ROOT sorted = f32[16] sort(p0), dimensions={0}, to_apply=less"],
+    "sort": (single_fusion(["f32[16]"], ["ROOT sorted = f32[16] sort(p0), dimensions={0}, to_apply=less"],
                             "f32[16]", _LESS), "sort"),
-    "dot": (_single_fusion(["f32[4,8]", "f32[8,3]"],
+    "dot": (single_fusion(["f32[4,8]", "f32[8,3]"],
                            ["ROOT product = f32[4,3] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}"],
                            "f32[4,3]"), "dot"),
-    "reduce-precision": (_single_fusion(["f8e4m3fn[8]"], ["ROOT r = f8e4m3fn[8] reduce-precision(p0), exponent_bits=2, "
+    "reduce-precision": (single_fusion(["f8e4m3fn[8]"], ["ROOT r = f8e4m3fn[8] reduce-precision(p0), exponent_bits=2, "
                                                           "mantissa_bits=1"], "f8e4m3fn[8]"), "reduce-precision"),
     # Complex numbers have no order.
-    "complex": (_single_fusion(["c64[8]", "c64[8]"], ["ROOT m = c64[8] maximum(p0, p1)"], "c64[8]"), "maximum.*c64"),
-    "complex128": (_single_fusion(["c128[8]", "c128[8]"], ["ROOT lt = pred[8] compare(p0, p1), direction=LT"],
+    "complex": (single_fusion(["c64[8]", "c64[8]"], ["ROOT m = c64[8] maximum(p0, p1)"], "c64[8]"), "maximum.*c64"),
+    "complex128": (single_fusion(["c128[8]", "c128[8]"], ["ROOT lt = pred[8] compare(p0, p1), direction=LT"],
                                   "pred[8]"), "LT on c128"),
     # Sub-byte integers are supported one per byte; packed (E(4)) layouts are not.
-    "packed_s4": (_single_fusion(["s4[16]{0:E(4)}"], ["ROOT n = s4[16]{0:E(4)} negate(p0)"], "s4[16]{0:E(4)}"),
+    "packed_s4": (single_fusion(["s4[16]{0:E(4)}"], ["ROOT n = s4[16]{0:E(4)} negate(p0)"], "s4[16]{0:E(4)}"),
                   r"E\(4\)"),
 }
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import xlapy
-from xlapy.hlo.shape_inference import CUSTOM_CALL_RULES, PASS_THROUGH_TARGETS
+from xlapy.hlo.shape_rules.custom_call import PASS_THROUGH_TARGETS
+from xlapy.hlo.shape_rules.registry import CUSTOM_CALL_RULES
 from xlapy.interpreter.custom_call import CUSTOM_CALL_TARGETS
 
 

@@ -10,29 +10,18 @@ import numpy as np
 import pytest
 
 import xlapy
-from tests.interpreter.compare import assert_same, leaves
-from tests.interpreter.jax_corpus import PROGRAMS, TOLERANCES, flat_arguments, jax_result
+from tests.interpreter.jax_corpus import PROGRAMS, TOLERANCES, Tolerance, flat_arguments, jax_result
+from tools.compare import assert_same, leaves
 from xlapy.frontends.jax import from_jax, optimized_from_jax
 from xlapy.interpreter.evaluator import evaluate
-
-# (rtol, atol) by result dtype; TOLERANCES overrides the f32 entry per program.
-_DEFAULT_TOLERANCE = {
-    np.dtype(np.float64): (1e-12, 1e-14),
-    np.dtype(np.float32): (1e-5, 1e-6),
-    np.dtype(np.complex64): (1e-5, 1e-6),
-    np.dtype(np.float16): (2e-3, 1e-3),
-    np.dtype("bfloat16"): (1e-2, 1e-2),
-}
 
 
 def _compare(name: str, got: Any, expected: Any) -> None:
     got_leaves, expected_leaves = leaves(got), leaves(expected)
     assert len(got_leaves) == len(expected_leaves), f"{name}: {len(got_leaves)} outputs, jax has {len(expected_leaves)}"
+    tolerance = TOLERANCES.get(name, Tolerance())
     for i, (g, e) in enumerate(zip(got_leaves, expected_leaves)):
-        rtol, atol = _DEFAULT_TOLERANCE.get(e.dtype, (0.0, 0.0))
-        if e.dtype == np.float32 and name in TOLERANCES:
-            rtol, atol = TOLERANCES[name]
-        assert_same(g, e, rtol=rtol, atol=atol, flush=True, context=f"{name} output {i}")
+        assert_same(g, e, **tolerance.keywords(i, e), flush=True, context=f"{name} output {i}")
 
 
 @functools.cache

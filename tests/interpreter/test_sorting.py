@@ -14,8 +14,8 @@ import pytest
 import xlapy
 import xlapy.interpreter  # registers the rules
 import xlapy.interpreter.sorting as sorting
-from tests.interpreter.compare import assert_same
-from tests.xla_cpu import run_on_xla_cpu
+from tools.compare import assert_same
+from tools.xla_cpu import run_on_xla_cpu
 from xlapy.frontends.jax import from_jax, optimized_from_jax
 from xlapy.interpreter.evaluator import Evaluator, evaluate
 

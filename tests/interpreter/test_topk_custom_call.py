@@ -76,7 +76,7 @@ _ROWS = np.array([[3, 1, 4, 1, 5, 9, 2, 6, 5],
 
 
 def test_top_k_custom_call_with_a_comparator_of_values_alone_from_xla_cpu() -> None:
-    from tests.xla_cpu import compile_on_xla_cpu
+    from tools.xla_cpu import compile_on_xla_cpu
 
     compiled = compile_on_xla_cpu(_SORT_THEN_SLICE).executable.hlo_modules()[0].to_string()
     assert 'custom_call_target="TopK"' in compiled

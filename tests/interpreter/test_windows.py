@@ -13,8 +13,8 @@ import pytest
 
 import xlapy
 import xlapy.interpreter  # registers the rules
-from tests.interpreter.compare import assert_same
-from tests.xla_cpu import run_on_xla_cpu
+from tools.compare import assert_same
+from tools.xla_cpu import run_on_xla_cpu
 from xlapy.frontends.jax import from_jax
 from xlapy.interpreter.evaluator import evaluate
 
@@ -29,6 +29,19 @@ def _values(rng: np.random.Generator, shape: tuple[int, ...], element_type: str)
 
 def _check(text: str, *args: Any, **tolerance: Any) -> None:
     assert_same(evaluate(xlapy.parse_hlo(text), *args), run_on_xla_cpu(text, *args), **tolerance)
+
+
+def _assert_within_sum_of_magnitudes(got: Any, expected: Any, magnitudes: Any, epsilons: float) -> None:
+    """``got`` within ``epsilons`` machine epsilons of ``magnitudes``, the same sums taken over the
+    absolute values of the terms. Any summation order rounds within such a bound, while a sum whose
+    terms cancel can be near zero, where neither result keeps its relative accuracy."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.shape == expected.shape and got.dtype == expected.dtype, (got.shape, got.dtype, expected.dtype)
+    bound = epsilons * float(ml_dtypes.finfo(expected.dtype).eps) * np.asarray(magnitudes, np.float64)
+    error = np.abs(got.astype(np.float64) - expected.astype(np.float64))
+    bad = [tuple(int(i) for i in index) for index in np.argwhere(~(error <= bound))]
+    assert not bad, (f"{len(bad)} of {got.size} results differ by more than {epsilons} eps of the sum of |terms|, "
+                     f"first at {bad[0]}: got {got[bad[0]]}, expected {expected[bad[0]]}, allowed {bound[bad[0]]:.3g}")
 
 
 def _dims(shape: tuple[int, ...]) -> str:
@@ -93,8 +106,8 @@ def test_reduce_window(name: str, element_type: str, body: str) -> None:
     shape = _REDUCE_WINDOWS[name][0]
     # A non-identity init: padding and dilation holes must be skipped, not reduced as init.
     init = np.asarray(2, _DTYPES[element_type])
-    tolerance = {"f32": dict(rtol=1e-6, atol=1e-6), "bf16": dict(ulps=1)}.get(element_type, {})
-    _check(_reduce_window_text(name, element_type, body), _values(rng, shape, element_type), init, **tolerance)
+    # Bit for bit in f32 and bf16 too (measured: 0 ulps, 11 seeds).
+    _check(_reduce_window_text(name, element_type, body), _values(rng, shape, element_type), init)
 
 
 _VARIADIC_REDUCE_WINDOW = """HloModule variadic_reduce_window
@@ -144,7 +157,12 @@ def test_pooling_from_jax() -> None:
                 jax.lax.reduce_window(x, 0.0, jax.lax.add, window, strides, padding, window_dilation=(1, 2, 2, 1)),
                 jnp.cumsum(x, axis=1), jax.lax.cummax(x, axis=2))
 
-    assert_same(evaluate(from_jax(pools, x), x), jax.jit(pools)(x), rtol=1e-6, atol=1e-6)
+    got, expected = evaluate(from_jax(pools, x), x), jax.jit(pools)(x)
+    # Max pool, cumulative sum and cumulative max: bit for bit (measured: 0 ulps, 11 seeds).
+    assert_same([got[0], *got[2:]], [expected[0], *expected[2:]])
+    # The dilated sum pool adds its window in another order than XLA:CPU (measured: within 1.41 eps of
+    # the sum of |terms|, 11 seeds; that is up to 1024 ulps of results near zero).
+    _assert_within_sum_of_magnitudes(got[1], expected[1], jax.jit(pools)(np.abs(x))[1], epsilons=2)
 
 
 # -- select-and-scatter ---------------------------------------------------------
@@ -199,7 +217,7 @@ def test_select_and_scatter_floats(element_type: str, name: str) -> None:
     shape, source, _ = _SELECT_AND_SCATTERS[name]
     # Continuous values: no ties (see test_select_and_scatter).
     _check(_select_and_scatter_text(name, element_type, "ge", "add"), _values(rng, shape, element_type),
-           _values(rng, source, element_type), np.asarray(0, _DTYPES[element_type]), ulps=1)
+           _values(rng, source, element_type), np.asarray(0, _DTYPES[element_type]))  # measured: 0 ulps, 11 seeds
 
 
 def test_max_pool_gradient_from_jax() -> None:
@@ -214,4 +232,4 @@ def test_max_pool_gradient_from_jax() -> None:
 
     module = from_jax(grad, x, g)
     assert any(i.opcode == "select-and-scatter" for c in module.computations for i in c.instructions)
-    assert_same(evaluate(module, x, g), jax.jit(grad)(x, g), rtol=1e-6, atol=1e-6)
+    assert_same(evaluate(module, x, g), jax.jit(grad)(x, g))  # measured: 0 ulps, 11 seeds

@@ -3,7 +3,8 @@ the comparisons run on.
 
 ``max_ulp_difference`` measures how far two arrays are apart in units in the
 last place of their element type, which is how the loop-fusion acceptance is
-stated (exact ops: 0 ulp; transcendental ops: at most 1 ulp); complex numbers
+stated (exact ops: 0 ulp; transcendental ops: the ulps ``ulp_tolerance``
+gives, at most 1); complex numbers
 part by part (``normwise_ulp_difference`` measures them against their
 magnitude).
 ``random_arguments`` builds one seeded input per entry parameter; it differs
@@ -21,17 +22,14 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from tests.interpreter.compare import bits, leaves
+from tools.compare import bits, leaves
 from xlapy.hlo import HloInstruction, HloModule
 from xlapy.hlo.fake_arguments import fake_argument, index_bound
-from xlapy.runtime.ulps import ulp_distance
+from xlapy.runtime import ulps
+from xlapy.runtime.ulps import NAN_MISMATCH, is_float_dtype, ulp_distance
 from xlapy.shapes import ELEMENT_TYPES, Shape, TypeKind
 
-# What ``max_ulp_difference`` returns when one side is NaN and the other is not:
-# farther apart than any two numbers of any width.
-NAN_MISMATCH = 1 << 64
-
-# Fused opcodes whose float results may be 1 ulp off the interpreter: the
+# Fused opcodes whose float results may be off the interpreter's: the
 # interpreter rounds the exact value once, a compiled approximation need not.
 # sqrt and divide are not here: IEEE fixes their results.
 TRANSCENDENTAL_OPCODES = frozenset({
@@ -62,21 +60,9 @@ def _element_dtype(element_type: str | np.dtype) -> np.dtype:
     return np.dtype(element_type)
 
 
-def _is_float(dtype: np.dtype) -> bool:
-    if dtype.kind == "f":
-        return True
-    if dtype.kind != "V":
-        return False
-    try:
-        ml_dtypes.finfo(dtype)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
 def _is_float_like(dtype: np.dtype) -> bool:
     """Floats and complex numbers: compared in ulps, NaN matching NaN."""
-    return dtype.kind == "c" or _is_float(dtype)
+    return dtype.kind == "c" or is_float_dtype(dtype)
 
 
 def _checked(actual: Any, expected: Any, element_type: str | np.dtype) -> tuple[np.ndarray, np.ndarray, np.dtype]:
@@ -92,40 +78,13 @@ def _checked(actual: Any, expected: Any, element_type: str | np.dtype) -> tuple[
 
 def max_ulp_difference(actual: Any, expected: Any, element_type: str | np.dtype) -> int:
     """The largest distance between corresponding elements of ``actual`` and
-    ``expected`` (arrays of ``element_type``, an HLO type name or a dtype).
-
-    Floats: the number of representable values between the two, so adjacent
-    floats are 1 apart and the largest finite number is 1 from infinity;
-    +0 and -0 count as equal, any NaN equals any NaN, and NaN against a
-    number is ``NAN_MISMATCH``. Complex numbers: the larger distance of their
-    real and imaginary parts. Integers: the absolute difference. pred: 0 or
-    1. Empty arrays: 0."""
-    actual, expected, dtype = _checked(actual, expected, element_type)
-    if actual.size == 0:
-        return 0
-    if dtype.kind == "c":
-        part = np.dtype(np.float32 if dtype == np.complex64 else np.float64)
-        parts = [(actual.real, expected.real), (actual.imag, expected.imag)]
-        return max(max_ulp_difference(np.ascontiguousarray(a), np.ascontiguousarray(e), part) for a, e in parts)
-    if dtype == np.bool_:
-        return int(np.any(actual != expected))
-    if dtype.kind == "V" and not _is_float(dtype):  # sub-byte integers (ml_dtypes): as their values
-        wide = np.dtype(np.int8 if ml_dtypes.iinfo(dtype).min < 0 else np.uint8)
-        return max_ulp_difference(actual.astype(wide), expected.astype(wide), wide)
-    if dtype.kind in "iu":
-        # high - low lies in [0, 2**64), so it is exact in wrapping uint64 arithmetic.
-        wide = np.int64 if dtype.kind == "i" else np.uint64
-        low, high = np.minimum(actual, expected).astype(wide), np.maximum(actual, expected).astype(wide)
-        return int((high.view(np.uint64) - low.view(np.uint64)).max())
-    if not _is_float(dtype):
-        raise ValueError(f"no ulp distance for elements of {dtype}")
-    actual_nan, expected_nan = _isnan(actual), _isnan(expected)
-    if np.any(actual_nan != expected_nan):
-        return NAN_MISMATCH
-    numbers = ~actual_nan
-    if not numbers.any():
-        return 0
-    return int(ulp_distance(actual[numbers], expected[numbers]).max())
+    ``expected`` (arrays of ``element_type``, an HLO type name or a dtype), as
+    ``xlapy.runtime.ulps.max_ulp_difference`` measures it: floats in ulps of
+    their type (+0 and -0 equal, any NaN equal to any NaN, NaN against a
+    number ``NAN_MISMATCH``), complex numbers the larger distance of their
+    parts, integers the absolute difference, pred 0 or 1, empty arrays 0."""
+    actual, expected, _ = _checked(actual, expected, element_type)
+    return ulps.max_ulp_difference(actual, expected)
 
 
 def normwise_ulp_difference(actual: Any, expected: Any, element_type: str | np.dtype) -> int:
@@ -170,13 +129,21 @@ def _called_instructions(module: HloModule) -> list[HloInstruction]:
     return found
 
 
+# The ulps a transcendental op's results may be off the interpreter's, by element type (1 for the types not
+# here), measured over the loop-fusion corpus and GELU with six seeds: the f32 kernels round the f64 value once
+# as the interpreter does (0 ulp; about one argument in 10^8 rounds the other way, see test_math_library); f64
+# kernels and the narrow floats are up to 1 ulp off.
+_TRANSCENDENTAL_ULPS = {"f32": 0}
+
+
 def ulp_tolerance(module: HloModule) -> int:
     """The ulps the compiled results of ``module`` may be off the interpreter:
-    1 when a computation the entry calls has a transcendental op on real
-    numbers, else 0."""
+    the largest bound of the transcendental ops on real numbers of the
+    computations the entry calls (0 for f32, 1 for the other float types),
+    0 when there are none."""
     # On complex numbers both compute XLA's formulas on the C library's real functions: exact.
-    return int(any(i.opcode in TRANSCENDENTAL_OPCODES and not _is_complex_instruction(i)
-                   for i in _called_instructions(module)))
+    return max((_TRANSCENDENTAL_ULPS.get(i.shape.element_type, 1) for i in _called_instructions(module)
+                if i.opcode in TRANSCENDENTAL_OPCODES and not _is_complex_instruction(i)), default=0)
 
 
 def _is_complex_instruction(instr: HloInstruction) -> bool:
@@ -248,14 +215,8 @@ def _parts(got: np.ndarray, expected: np.ndarray) -> list[tuple[np.ndarray, np.n
 def _first_mismatch(got: np.ndarray, expected: np.ndarray, allowed: int) -> str:
     """Where and how ``got`` first differs from ``expected`` by more than ``allowed``."""
     flat_got, flat_expected = got.reshape(-1), expected.reshape(-1)
-    if got.dtype.kind == "c":
-        far = np.array([max_ulp_difference(flat_got[k:k + 1], flat_expected[k:k + 1], got.dtype) > allowed
-                        for k in range(flat_got.size)], bool)
-    elif _is_float(got.dtype):
-        nan_got, nan_expected = _isnan(flat_got), _isnan(flat_expected)
-        far = nan_got != nan_expected
-        numbers = ~(nan_got | nan_expected)
-        far[numbers] = ulp_distance(flat_got[numbers], flat_expected[numbers]) > allowed
+    if _is_float_like(got.dtype):
+        far = ulp_distance(flat_got, flat_expected) > allowed
     else:
         far = bits(flat_got) != bits(flat_expected)
     positions = np.flatnonzero(far)

@@ -1,6 +1,6 @@
 """Which opcodes the differential tests check against XLA:CPU, on which element types.
 
-``coverage_table()`` reads the cases of ``test_ops_vs_xla`` (without running
+``coverage_table()`` reads the cases of ``tools.op_cases`` (without running
 them, or running them when asked) and returns opcode -> dtype -> status.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tests.interpreter.test_ops_vs_xla import CASES, DTYPES, Case, check_case
+from tools.op_cases import CASES, DTYPES, Case, check_case
 
 COVERED, SLOW_ONLY, PASSED, FAILED = "covered", "slow", "pass", "FAIL"
 

@@ -1,6 +1,6 @@
-"""Regenerates the constants of `xlapy/codegen/backends/math_library.py` (not a test; needs `mpmath`).
+"""Regenerates the constants of `xlapy/codegen/backends/mathlib/constants.py` (needs `mpmath`).
 
-    python tests/codegen/fit_math_coefficients.py [name ...]
+    python tools/fit_math_coefficients.py [name ...]
 
 prints, for each approximation, the coefficients (as Python floats, exact) and the maximal weighted error before
 and after rounding them to doubles. Polynomials come from a discrete Remez exchange on a Chebyshev grid; the two
@@ -11,7 +11,7 @@ from slightly different grids: their last digits may differ from this script's, 
 
 from __future__ import annotations
 
-import sys
+import argparse
 from collections.abc import Callable
 
 import mpmath as mp
@@ -193,5 +193,17 @@ def main(names: list[str]) -> None:
         constants()
 
 
+def parse_arguments(argv: list[str] | None = None) -> list[str]:
+    known = [*POLYNOMIALS, *RATIONALS, "constants"]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("names", nargs="*", metavar="name",
+                        help=f"the approximations to fit (default: all): {', '.join(known)}")
+    names = parser.parse_args(argv).names
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        parser.error(f"unknown name(s) {', '.join(unknown)}; choose from {', '.join(known)}")
+    return names
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main(parse_arguments())

@@ -7,12 +7,12 @@ tolerance works for f64, f32, bf16 and the fp8 types alike.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
-from xlapy.runtime.ulps import ulp_distance
+from xlapy.runtime.ulps import is_float_dtype, ulp_distance
 
 _UINT_OF_WIDTH = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -25,14 +25,8 @@ def leaves(value: Any) -> list[np.ndarray]:
 
 
 def is_float(dtype: np.dtype) -> bool:
-    dtype = np.dtype(dtype)
-    if dtype.kind == "f":
-        return True
-    try:
-        ml_dtypes.finfo(dtype)
-    except (ValueError, TypeError):
-        return False
-    return dtype.kind == "V"
+    """True for real floating-point dtypes (numpy's and ml_dtypes')."""
+    return is_float_dtype(np.dtype(dtype))
 
 
 def bits(array: np.ndarray) -> np.ndarray:
@@ -56,7 +50,10 @@ def flush_denormals(array: np.ndarray) -> np.ndarray:
     """``array`` with values below the smallest normal of its computation type
     replaced by zeros of the same sign (XLA:CPU runs with flush-to-zero)."""
     if np.iscomplexobj(array):
-        return flush_denormals(array.real) + 1j * flush_denormals(array.imag)
+        # Parts set one by one: adding 1j * imag would turn an infinite imaginary part into a NaN real part.
+        flushed = np.empty_like(array)
+        flushed.real, flushed.imag = flush_denormals(array.real), flush_denormals(array.imag)
+        return flushed
     if not is_float(array.dtype):
         return array
     wide = array.astype(np.float64)
@@ -72,7 +69,7 @@ def _describe(index: tuple, got: np.ndarray, expected: np.ndarray, context: str)
 
 
 def _check_array(got: np.ndarray, expected: np.ndarray, *, exact_bits: bool, ulps: float, rtol: float,
-                 atol: float, flush: bool, context: str) -> None:
+                 atol: float, atol_below: float, normwise: bool, flush: bool, context: str) -> None:
     assert got.shape == expected.shape, f"{context}: shape {got.shape} != expected {expected.shape}"
     assert got.dtype == expected.dtype, f"{context}: dtype {got.dtype} != expected {expected.dtype}"
     if exact_bits or not (is_float(got.dtype) or np.iscomplexobj(got)):
@@ -84,10 +81,14 @@ def _check_array(got: np.ndarray, expected: np.ndarray, *, exact_bits: bool, ulp
             index = tuple(int(i) for i in np.argwhere(mismatch)[0])
             raise AssertionError(f"{_describe(index, got, expected, context)} ({count} of {got.size} differ)")
         return
+    tolerances = dict(ulps=ulps, rtol=rtol, atol=atol, atol_below=atol_below)
+    if np.iscomplexobj(got) and normwise:
+        _check_normwise(got, expected, flush=flush, context=context, **tolerances)
+        return
     if np.iscomplexobj(got):
         for part in ("real", "imag"):
             _check_array(np.ascontiguousarray(getattr(got, part)), np.ascontiguousarray(getattr(expected, part)),
-                         exact_bits=False, ulps=ulps, rtol=rtol, atol=atol, flush=flush, context=f"{context}.{part}")
+                         exact_bits=False, normwise=False, flush=flush, context=f"{context}.{part}", **tolerances)
         return
     if flush:
         got, expected = flush_denormals(got), flush_denormals(expected)
@@ -104,28 +105,60 @@ def _check_array(got: np.ndarray, expected: np.ndarray, *, exact_bits: bool, ulp
         if ulps:
             ok |= finite & (ulp_distance(got, expected) <= ulps)
         if rtol or atol:
-            ok |= finite & (np.abs(g - e) <= atol + rtol * np.abs(e))
+            ok |= finite & (np.abs(e) < atol_below) & (np.abs(g - e) <= atol + rtol * np.abs(e))
+    _raise_unless(ok, got, expected, context, tolerances)
+
+
+def _check_normwise(got: np.ndarray, expected: np.ndarray, *, ulps: float, rtol: float, atol: float,
+                    atol_below: float, flush: bool, context: str) -> None:
+    """Complex numbers within ``ulps`` of the larger part of the expected value (both parts' errors counted in
+    the spacing of floats at that magnitude), or within ``atol`` where that magnitude is below ``atol_below``;
+    infinities and NaN as the parts compare."""
+    part = np.float32 if got.dtype == np.complex64 else np.float64
+    if flush:
+        got, expected = flush_denormals(got), flush_denormals(expected)
+    finite = np.isfinite(got) & np.isfinite(expected)
+    if not finite.all():
+        _check_array(got[~finite], expected[~finite], exact_bits=False, ulps=0, rtol=0, atol=0,
+                     atol_below=np.inf, normwise=False, flush=False, context=f"{context} (not finite)")
+    want = expected.astype(np.complex128)
+    scale = np.maximum(np.abs(want.real), np.abs(want.imag))
+    with np.errstate(over="ignore", invalid="ignore"):
+        error = np.maximum(np.abs(got.real.astype(np.float64) - want.real),
+                           np.abs(got.imag.astype(np.float64) - want.imag))
+        ok = ~finite | (error <= ulps * np.spacing(scale.astype(part)).astype(np.float64) + rtol * scale)
+        ok |= finite & (scale < atol_below) & (error <= atol)
+    _raise_unless(ok, got, expected, context, dict(ulps=ulps, rtol=rtol, atol=atol, atol_below=atol_below,
+                                                   normwise=True))
+
+
+def _raise_unless(ok: np.ndarray, got: np.ndarray, expected: np.ndarray, context: str, tolerances: dict) -> None:
     if not ok.all():
         count = int((~ok).sum())
         index = tuple(int(i) for i in np.argwhere(~ok)[0])
-        raise AssertionError(f"{_describe(index, got, expected, context)} ({count} of {got.size} differ; "
-                             f"ulps={ulps}, rtol={rtol}, atol={atol})")
+        shown = ", ".join(f"{k}={v}" for k, v in tolerances.items())
+        raise AssertionError(f"{_describe(index, got, expected, context)} ({count} of {got.size} differ; {shown})")
 
 
 def assert_same(got: Any, expected: Any, *, exact_bits: bool = False, ulps: float = 0, rtol: float = 0,
-                atol: float = 0, flush: bool = False, context: str = "result") -> None:
+                atol: float = 0, atol_below: float = math.inf, normwise: bool = False, flush: bool = False,
+                context: str = "result") -> None:
     """Assert ``got`` matches ``expected`` leaf by leaf.
 
     Integers and pred always compare bit for bit. With ``exact_bits`` floats do
     too (NaN payloads included). Otherwise floats match when both are NaN,
     equal (with the same sign of zero unless a tolerance is given), within
-    ``ulps`` units in the last place, or within ``atol + rtol * |expected|``;
-    complex numbers compare their parts. ``flush`` flushes denormals of both
-    to zero first."""
+    ``ulps`` units in the last place, or within ``atol + rtol * |expected|``
+    where ``|expected|`` is below ``atol_below`` (everywhere by default), so
+    that an absolute tolerance can be kept to the results near zero, where
+    the reference loses its relative accuracy. Complex numbers compare their
+    parts, or with ``normwise`` the larger error of the parts against the
+    larger expected part (ulps of it, and ``atol`` where it is below
+    ``atol_below``). ``flush`` flushes denormals of both to zero first."""
     got_leaves, expected_leaves = leaves(got), leaves(expected)
     assert len(got_leaves) == len(expected_leaves), \
         f"{context}: {len(got_leaves)} results, expected {len(expected_leaves)}"
     for i, (g, e) in enumerate(zip(got_leaves, expected_leaves)):
         where = context if len(got_leaves) == 1 else f"{context}[{i}]"
         _check_array(np.asarray(g), np.asarray(e), exact_bits=exact_bits, ulps=ulps, rtol=rtol, atol=atol,
-                     flush=flush, context=where)
+                     atol_below=atol_below, normwise=normwise, flush=flush, context=where)

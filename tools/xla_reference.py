@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import xlapy
-from tests.xla_cpu import run_on_xla_cpu
+from tools.xla_cpu import run_on_xla_cpu
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
 from xlapy.shapes import Shape
 
