@@ -1,5 +1,5 @@
 """An independent model of XLA's tiled layout, written from the
-pad -> reshape -> transpose description (SPEC.md §2.3-§2.5) with numpy array
+pad -> reshape -> transpose description (XLA's docs/tiled_layout.md) with numpy array
 operations, to check the index arithmetic of xlapy.shapes against."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Index arithmetic cases beyond the SPEC's figures, against numpy's own
+"""Index arithmetic cases beyond the figures of XLA's docs/tiled_layout.md, against numpy's own
 orders or per-slice reasoning."""
 
 import numpy as np

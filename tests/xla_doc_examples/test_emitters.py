@@ -1,7 +1,8 @@
-# ruff: noqa: E501  (SPEC.md's IR lines are longer than the code's limit)
-"""SPEC.md §4 (emitters): the examples [A69]-[A71] and the checks derived from them.
+# ruff: noqa: E501  (the IR lines of XLA's docs/emitters.md are longer than the code's limit)
+"""XLA's docs/emitters.md: its partitioning, indexing and MLIR conversion
+examples and the checks derived from them (see docs/emitters.md).
 
-[A72]-[A76] (the pass pipeline on gelu) are in tests/seed/test_pipeline.py.
+The pass pipeline on gelu, stage by stage, is in tests/xla_doc_examples/test_pipeline.py.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def _gelu_fusion():
     return next(i for i in module.entry.instructions if i.opcode == "fusion")
 
 
-def test_a69_log_transpose_add_is_three_functions_of_one_instruction():
+def test_log_transpose_add_is_three_functions_of_one_instruction():
     module = xlapy.parse_hlo("""HloModule m
 f {
   param = f32[20,20] parameter(0)
@@ -43,7 +44,7 @@ ENTRY e {
     assert [[i.name for i in s.instructions] for s in subgraphs] == [["add"], ["transpose"], ["log"]]
 
 
-def test_a70_transpose_reads_its_operand_through_the_output_to_input_map():
+def test_transpose_reads_its_operand_through_the_output_to_input_map():
     module = xlapy.parse_hlo("""HloModule m
 ENTRY e {
   p = f32[20,40] parameter(0)
@@ -53,7 +54,7 @@ ENTRY e {
     assert [str(r) for r in transpose_map.results] == ["d1", "d0"]
 
 
-def test_a71_launch_dimensions_and_thread_map():
+def test_gelu_launch_dimensions_and_thread_map():
     fusion = _gelu_fusion()
     launch = loop_launch_dimensions(fusion.shape, Device.gpu())
     assert (launch.threads_per_block, launch.blocks, launch.vector_size) == (128, 24576, 4)
@@ -65,7 +66,7 @@ def test_a71_launch_dimensions_and_thread_map():
     assert thread_id_to_output_map(launch, fusion.shape) == expected
 
 
-def test_a71_thread_map_is_the_row_major_linear_index():
+def test_gelu_thread_map_is_the_row_major_linear_index():
     """Derived check: the map's row-major linear index is 512·bl_x + 4·th_x + vector_index."""
     fusion = _gelu_fusion()
     indexing_map = thread_id_to_output_map(loop_launch_dimensions(fusion.shape, Device.gpu()), fusion.shape)
@@ -79,7 +80,7 @@ def _normalized(text: str) -> list[str]:
     return [line.strip() for line in text.strip().splitlines() if line.strip()]
 
 
-def test_a71_ir_after_mlir_conversion():
+def test_gelu_ir_after_mlir_conversion():
     module, _ = emit_loop_fusion(_gelu_fusion(), Device.gpu())
     text = print_mlir(module, map_aliases=True)
     lines = _normalized(text)
@@ -120,7 +121,7 @@ func.return %13 : bf16
     assert print_mlir(parse_mlir(text), map_aliases=True) == text
 
 
-def test_a71_bf16_constants_are_rounded_hlo_constants():
+def test_gelu_bf16_constants_are_rounded_hlo_constants():
     """Derived check: 0.79785 → 0.796875 and 0.044708 → 0.044677734375 in bf16."""
     import ml_dtypes
 

@@ -1,6 +1,7 @@
-"""SPEC.md §3 acceptance examples [A15], [A16] (the introduction's maps),
-[A60]-[A62] (fusions) and [A63]-[A68] (the simplifier). Printed maps are
-compared with the SPEC's text modulo whitespace."""
+"""The examples of XLA's docs/indexing.md beyond single ops: the
+introduction's broadcast and reduce maps, the fusion maps, and the simplifier
+(see docs/indexing.md). Printed maps are compared with the document's text
+modulo whitespace."""
 
 import pytest
 
@@ -13,7 +14,7 @@ def entry_root(text: str):
     return parse_hlo(text).entry.root
 
 
-def test_a15_broadcast_in_the_introduction():
+def test_broadcast_in_the_introduction():
     root = entry_root("""HloModule m
 ENTRY e {
   p0 = f32[20] parameter(0)
@@ -21,13 +22,13 @@ ENTRY e {
 }""")
     (maps,) = output_to_input_indexing(root)
     (m,) = maps
-    # The SPEC names the variables i, j, k; its bounds are the sizes 10, 20, 30 (inclusive bounds below).
+    # XLA's document names the variables i, j, k; its bounds are the sizes 10, 20, 30 (inclusive bounds below).
     assert m.rename(["i", "j", "k"]).to_string(multiline=False) == (
         "(i, j, k) -> (j), domain: i in [0, 9], j in [0, 19], k in [0, 29]"
     )
 
 
-def test_a16_reduce_of_two_dimensions():
+def test_reduce_of_two_dimensions():
     root = entry_root("""HloModule m
 add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
 ENTRY e {
@@ -36,13 +37,13 @@ ENTRY e {
   ROOT r = f32[4,8] reduce(p0, c0), dimensions={0,3}, to_apply=add
 }""")
     maps, _ = output_to_input_indexing(root)
-    # The SPEC's r0, r1 are printed as range variables s0, s1.
+    # The document's r0, r1 are printed as range variables s0, s1.
     assert {str(m) for m in maps} == {
         "(d0, d1)[s0, s1] -> (s0, d0, d1, s1),\ndomain:\nd0 in [0, 3],\nd1 in [0, 7],\ns0 in [0, 1],\ns1 in [0, 15]"
     }
 
 
-FUSION_A60 = """HloModule m
+ADD_OF_TRANSPOSE_FUSION = """HloModule m
 f {
   p0 = f32[1000, 1000] parameter(0)
   transpose_p0 = f32[1000, 1000]{0, 1} transpose(p0), dimensions={1, 0}
@@ -54,15 +55,15 @@ ENTRY e {
 }"""
 
 
-def test_a60_one_input_several_maps():
-    (maps,) = output_to_input_indexing(entry_root(FUSION_A60))
+def test_one_input_several_maps():
+    (maps,) = output_to_input_indexing(entry_root(ADD_OF_TRANSPOSE_FUSION))
     assert {squeeze(str(m)) for m in maps} == {
         squeeze("(d0, d1) -> (d0, d1), domain: d0 in [0, 999], d1 in [0, 999]"),
         squeeze("(d0, d1) -> (d1, d0), domain: d0 in [0, 999], d1 in [0, 999]"),
     }
 
 
-FUSION_A61 = """HloModule m
+TWO_TRANSPOSE_CHAINS_FUSION = """HloModule m
 f {
   p0 = f32[20, 10, 50] parameter(0)
   lhs_transpose_1 = f32[10, 20, 50] transpose(p0), dimensions={1, 0, 2}
@@ -79,8 +80,8 @@ ENTRY e {
 }"""
 
 
-def test_a61_deduplicated_maps():
-    (maps,) = output_to_input_indexing(entry_root(FUSION_A61))
+def test_deduplicated_maps():
+    (maps,) = output_to_input_indexing(entry_root(TWO_TRANSPOSE_CHAINS_FUSION))
     assert [squeeze(str(m)) for m in maps] == [
         squeeze("(d0, d1, d2) -> (d2, d0, d1), domain: d0 in [0, 9], d1 in [0, 49], d2 in [0, 19]")
     ]
@@ -107,8 +108,8 @@ ENTRY e {
 }"""
 
 
-def test_a62_softmax():
-    # The SPEC shows softmax only as a figure; this is the usual exp(x - max) / sum(exp(x - max)).
+def test_softmax():
+    # XLA's document shows softmax only as a figure; this is the usual exp(x - max) / sum(exp(x - max)).
     (maps,) = output_to_input_indexing(entry_root(SOFTMAX))
     assert {squeeze(str(m)) for m in maps} == {
         squeeze("""(d0, d1, d2)[s0] -> (d0, d1, s0),
@@ -125,24 +126,24 @@ d2 in [0, 124]"""),
     }
 
 
-# The SPEC writes products as 100d0 and spells floorDiv once; the parser takes both.
+# XLA's document writes products as 100d0 and spells floorDiv once; the parser takes both.
 SIMPLIFIER = [
-    (  # [A63]
+    (  # the document's simplifier example 1
         "(d0, d1) -> (d0 + d1 floordiv 16, d1 mod 16), domain: d0 in [0, 6], d1 in [0, 14]",
         "(d0, d1) -> (d0, d1)",
     ),
-    (  # [A64]
+    (  # example 2
         "(d0, d1, d2) -> ((100d0 + 10d1 + d2) floorDiv 100, ((100d0 + 10d1 + d2) mod 100) floordiv 10, d2 mod 10), "
         "domain: d0 in [0, 9], d1 in [0, 9], d2 in [0, 9]",
         "(d0, d1, d2) -> (d0, d1, d2)",
     ),
-    (  # [A65]: the SPEC's "2d0 + (4d1 + d2) floordiv 8,(4d1 + d2) mod 8" in printed notation
+    (  # example 3: the document's "2d0 + (4d1 + d2) floordiv 8,(4d1 + d2) mod 8" in printed notation
         "(d0, d1, d2) -> ((16d0 + 4d1 + d2) floordiv 8, (16d0 + 4d1 + d2) mod 8), "
         "domain: d0 in [0, 9], d1 in [0, 9], d2 in [0, 9]",
         "(d0, d1, d2) -> (d0 * 2 + (d1 * 4 + d2) floordiv 8, (d1 * 4 + d2) mod 8)",
     ),
-    (  # [A66]: the SPEC's "-(-11d0 - d1 + 109) floordiv 11 + 9" means -((...) floordiv 11) + 9
-        # (its check says the floordiv is 9 - d0); in MLIR syntax unary minus binds tighter.
+    (  # example 4: the document's "-(-11d0 - d1 + 109) floordiv 11 + 9" means -((...) floordiv 11) + 9
+        # (on that domain the floordiv is 9 - d0); in MLIR syntax unary minus binds tighter.
         "(d0, d1) -> (-((-11d0 - d1 + 109) floordiv 11) + 9), domain: d0 in [0, 9], d1 in [0, 10]",
         "(d0, d1) -> (d0)",
     ),
@@ -150,12 +151,12 @@ SIMPLIFIER = [
 
 
 @pytest.mark.parametrize(("text", "expected"), SIMPLIFIER)
-def test_a63_to_a66_simplifier_rewrites(text, expected):
+def test_simplifier_rewrites(text, expected):
     simplified = IndexingMap.parse(text).simplify()
     assert simplified.to_string(multiline=False).split(", domain")[0] == expected
 
 
-def test_a67_chained_reshapes_cancel():
+def test_chained_reshapes_cancel():
     root = entry_root("""HloModule m
 f {
   p0 = f32[10, 10, 10] parameter(0)
@@ -170,6 +171,6 @@ ENTRY e {
     assert [m.to_string(multiline=False).split(", domain")[0] for m in maps] == ["(d0, d1, d2) -> (d0, d1, d2)"]
 
 
-def test_a68_constraint_that_always_holds_is_removed():
+def test_constraint_that_always_holds_is_removed():
     m = IndexingMap.parse("(d0)[s0] -> (d0 + s0), domain: d0 in [0, 5], s0 in [1, 3], d0 + s0 in [0, 20]")
     assert m.simplify().to_string(multiline=False) == "(d0)[s0] -> (d0 + s0), domain: d0 in [0, 5], s0 in [1, 3]"

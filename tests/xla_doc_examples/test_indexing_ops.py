@@ -1,12 +1,13 @@
-"""SPEC.md §3.3 acceptance examples [A15]-[A59]: the indexing maps of single
-HLO ops, compared with the printed maps of the SPEC modulo whitespace.
+"""The examples of XLA's docs/indexing.md for single HLO ops (see
+docs/indexing.md), compared with the maps it prints modulo whitespace.
 
-Source typos, fixed here and nowhere else:
-- [A28] ends its domain with a stray comma after ``d3 in [0, 12287]``.
-- [A44] misses the comma after ``d1 in [0, 2]``.
-- [A55] is printed ``(d0, d1, d2)[s0] -> (d0, s0, d1)``; the SPEC's own note
-  says the map consistent with the dot's semantics and domain is
-  ``(d0, s0, d2)``, which is what is checked.
+Typos of the document, fixed here and nowhere else:
+- the transpose's output-to-input map ends its domain with a stray comma
+  after ``d3 in [0, 12287]``;
+- the expanded-and-collapsed reshape misses the comma after ``d1 in [0, 2]``;
+- the dot's rhs-to-output map is printed ``(d0, d1, d2)[s0] -> (d0, s0, d1)``,
+  but d1 is the rhs contracting dimension; the map consistent with the dot's
+  semantics and the printed domain is ``(d0, s0, d2)``, which is what is checked.
 """
 
 import pytest
@@ -50,7 +51,7 @@ def check(maps: set, expected: str) -> None:
     assert squeeze(only(maps)) == squeeze(expected)
 
 
-# --- 3.3.1 elementwise ---
+# --- elementwise ---
 
 ADD = root("""
   p0 = f32[10, 20] parameter(0)
@@ -66,7 +67,7 @@ d1 in [0, 19]
 """
 
 
-def test_a17_elementwise_output_to_input():
+def test_elementwise_output_to_input():
     maps = op_output_to_input(ADD)
     assert len(maps) == 2
     for operand_maps in maps:
@@ -74,12 +75,12 @@ def test_a17_elementwise_output_to_input():
 
 
 @pytest.mark.parametrize("input_id", [0, 1])
-def test_a18_elementwise_input_to_output(input_id):
+def test_elementwise_input_to_output(input_id):
     (maps,) = op_input_to_output(ADD, input_id)
     check(maps, IDENTITY_10_20)
 
 
-# --- 3.3.2 broadcast ---
+# --- broadcast ---
 
 BROADCAST = root("""
   p0 = f32[20] parameter(0)
@@ -87,7 +88,7 @@ BROADCAST = root("""
 """)
 
 
-def test_a15_a19_broadcast_output_to_input():
+def test_broadcast_output_to_input():
     (maps,) = op_output_to_input(BROADCAST)
     check(
         maps,
@@ -101,7 +102,7 @@ def test_a15_a19_broadcast_output_to_input():
     )
 
 
-def test_a20_broadcast_input_to_output():
+def test_broadcast_input_to_output():
     (maps,) = op_input_to_output(BROADCAST, 0)
     check(
         maps,
@@ -115,7 +116,7 @@ def test_a20_broadcast_input_to_output():
     )
 
 
-# --- 3.3.3 constant and iota ---
+# --- constant and iota ---
 
 
 def test_constant_and_iota_have_no_operand_maps():
@@ -123,7 +124,7 @@ def test_constant_and_iota_have_no_operand_maps():
     assert op_output_to_input(root("ROOT i = s32[5, 5, 111, 42] iota(), iota_dimension=0")) == []
 
 
-# --- 3.3.4 dynamic-slice ---
+# --- dynamic-slice ---
 
 DYNAMIC_SLICE = root("""
   src = s32[2,2,258] parameter(0)
@@ -135,7 +136,7 @@ DYNAMIC_SLICE = root("""
 """)
 
 
-def test_a21_dynamic_slice_operand():
+def test_dynamic_slice_operand():
     check(
         op_output_to_input(DYNAMIC_SLICE)[0],
         """
@@ -151,7 +152,7 @@ def test_a21_dynamic_slice_operand():
     )
 
 
-def test_a22_dynamic_slice_offsets():
+def test_dynamic_slice_offsets():
     maps = op_output_to_input(DYNAMIC_SLICE)
     assert len(maps) == 4
     for offset_maps in maps[1:]:
@@ -167,7 +168,7 @@ def test_a22_dynamic_slice_offsets():
         )
 
 
-# --- 3.3.5 dynamic-update-slice ---
+# --- dynamic-update-slice ---
 
 DYNAMIC_UPDATE_SLICE = root("""
   src = s32[20,30] parameter(0)
@@ -179,7 +180,7 @@ DYNAMIC_UPDATE_SLICE = root("""
 """)
 
 
-def test_a23_dynamic_update_slice_operand():
+def test_dynamic_update_slice_operand():
     check(
         op_output_to_input(DYNAMIC_UPDATE_SLICE)[0],
         """
@@ -191,7 +192,7 @@ def test_a23_dynamic_update_slice_operand():
     )
 
 
-def test_a24_dynamic_update_slice_update():
+def test_dynamic_update_slice_update():
     check(
         op_output_to_input(DYNAMIC_UPDATE_SLICE)[1],
         """
@@ -205,7 +206,7 @@ def test_a24_dynamic_update_slice_update():
     )
 
 
-def test_a25_dynamic_update_slice_offsets():
+def test_dynamic_update_slice_offsets():
     maps = op_output_to_input(DYNAMIC_UPDATE_SLICE)
     assert len(maps) == 4
     for offset_maps in maps[2:]:
@@ -220,7 +221,7 @@ def test_a25_dynamic_update_slice_offsets():
         )
 
 
-# --- 3.3.6 gather ---
+# --- gather ---
 
 GATHER = root("""
   operand = f32[33,76,70] parameter(0)
@@ -234,7 +235,7 @@ GATHER = root("""
 """)
 
 
-def test_a26_gather_operand():
+def test_gather_operand():
     check(
         op_output_to_input(GATHER)[0],
         """
@@ -250,7 +251,7 @@ def test_a26_gather_operand():
     )
 
 
-def test_a27_gather_indices():
+def test_gather_indices():
     check(
         op_output_to_input(GATHER)[1],
         """
@@ -265,7 +266,7 @@ def test_a27_gather_indices():
     )
 
 
-# --- 3.3.7 transpose ---
+# --- transpose ---
 
 TRANSPOSE = root("""
   p0 = f32[3, 12288, 6, 128] parameter(0)
@@ -273,8 +274,8 @@ TRANSPOSE = root("""
 """)
 
 
-def test_a28_transpose_output_to_input():
-    # The SPEC prints a stray comma after the last bound; it is left out here.
+def test_transpose_output_to_input():
+    # XLA's document prints a stray comma after the last bound; it is left out here.
     (maps,) = op_output_to_input(TRANSPOSE)
     check(
         maps,
@@ -289,7 +290,7 @@ def test_a28_transpose_output_to_input():
     )
 
 
-def test_a29_transpose_input_to_output():
+def test_transpose_input_to_output():
     (maps,) = op_input_to_output(TRANSPOSE, 0)
     check(
         maps,
@@ -304,7 +305,7 @@ def test_a29_transpose_input_to_output():
     )
 
 
-# --- 3.3.8 reverse ---
+# --- reverse ---
 
 REVERSE = root("""
   p0 = f32[1, 17, 9, 9] parameter(0)
@@ -321,17 +322,17 @@ d3 in [0, 8]
 """
 
 
-def test_a30_reverse_output_to_input():
+def test_reverse_output_to_input():
     (maps,) = op_output_to_input(REVERSE)
     check(maps, REVERSE_MAP)
 
 
-def test_a31_reverse_input_to_output():
+def test_reverse_input_to_output():
     (maps,) = op_input_to_output(REVERSE, 0)
     check(maps, REVERSE_MAP)
 
 
-# --- 3.3.9 (variadic) reduce ---
+# --- (variadic) reduce ---
 
 REDUCE = root("""
   p0 = f32[256,10] parameter(0)
@@ -343,7 +344,7 @@ REDUCE = root("""
 """)
 
 
-def test_a16_reduce_ranges_over_reduced_dimensions():
+def test_reduce_ranges_over_reduced_dimensions():
     reduce = root("""
       p0 = f32[2,4,8,16] parameter(0)
       init = f32[] constant(-inf)
@@ -363,7 +364,7 @@ def test_a16_reduce_ranges_over_reduced_dimensions():
 
 
 @pytest.mark.parametrize("output_id", [0, 1])
-def test_a32_a33_reduce_output_to_inputs_and_inits(output_id):
+def test_reduce_output_to_inputs_and_inits(output_id):
     maps = op_output_to_input(REDUCE, output_id)
     assert len(maps) == 4
     for input_maps in maps[:2]:
@@ -388,7 +389,7 @@ def test_a32_a33_reduce_output_to_inputs_and_inits(output_id):
 
 
 @pytest.mark.parametrize("input_id", [0, 1])
-def test_a34_reduce_input_to_outputs(input_id):
+def test_reduce_input_to_outputs(input_id):
     maps = op_input_to_output(REDUCE, input_id)
     assert len(maps) == 2
     for output_maps in maps:
@@ -404,7 +405,7 @@ def test_a34_reduce_input_to_outputs(input_id):
 
 
 @pytest.mark.parametrize("input_id", [2, 3])
-def test_a35_reduce_init_to_outputs(input_id):
+def test_reduce_init_to_outputs(input_id):
     maps = op_input_to_output(REDUCE, input_id)
     assert len(maps) == 2
     for output_maps in maps:
@@ -418,7 +419,7 @@ def test_a35_reduce_init_to_outputs(input_id):
         )
 
 
-# --- 3.3.10 slice ---
+# --- slice ---
 
 SLICE = root("""
   p0 = f32[10, 20, 50] parameter(0)
@@ -427,7 +428,7 @@ SLICE = root("""
 """)
 
 
-def test_a36_slice_output_to_input():
+def test_slice_output_to_input():
     (maps,) = op_output_to_input(SLICE)
     check(
         maps,
@@ -441,7 +442,7 @@ def test_a36_slice_output_to_input():
     )
 
 
-def test_a37_slice_input_to_output():
+def test_slice_input_to_output():
     (maps,) = op_input_to_output(SLICE, 0)
     check(
         maps,
@@ -457,7 +458,7 @@ def test_a37_slice_input_to_output():
     )
 
 
-# --- 3.3.11 reshape ---
+# --- reshape ---
 
 
 def reshape(source: str, target: str):
@@ -481,27 +482,27 @@ d0 in [0, 31]
 """
 
 
-def test_a38_collapse_output_to_input():
+def test_collapse_output_to_input():
     (maps,) = op_output_to_input(reshape("4,8", "32"))
     check(maps, DELINEARIZE)
 
 
-def test_a39_collapse_input_to_output():
+def test_collapse_input_to_output():
     (maps,) = op_input_to_output(reshape("4,8", "32"), 0)
     check(maps, LINEARIZE)
 
 
-def test_a40_expand_output_to_input():
+def test_expand_output_to_input():
     (maps,) = op_output_to_input(reshape("32", "4, 8"))
     check(maps, LINEARIZE)
 
 
-def test_a41_expand_input_to_output():
+def test_expand_input_to_output():
     (maps,) = op_input_to_output(reshape("32", "4, 8"), 0)
     check(maps, DELINEARIZE)
 
 
-def test_a42_generic_reshape_output_to_input():
+def test_generic_reshape_output_to_input():
     (maps,) = op_output_to_input(reshape("4,8", "2, 4, 4"))
     check(
         maps,
@@ -515,7 +516,7 @@ def test_a42_generic_reshape_output_to_input():
     )
 
 
-def test_a43_generic_reshape_input_to_output():
+def test_generic_reshape_input_to_output():
     (maps,) = op_input_to_output(reshape("4,8", "2, 4, 4"), 0)
     check(
         maps,
@@ -528,8 +529,8 @@ def test_a43_generic_reshape_input_to_output():
     )
 
 
-def test_a44_expanded_and_collapsed_subshapes_output_to_input():
-    # The SPEC misses the comma after `d1 in [0, 2]`; it is put back here.
+def test_expanded_and_collapsed_subshapes_output_to_input():
+    # XLA's document misses the comma after `d1 in [0, 2]`; it is put back here.
     (maps,) = op_output_to_input(reshape("4, 8, 12", "32, 3, 4"))
     check(
         maps,
@@ -543,7 +544,7 @@ def test_a44_expanded_and_collapsed_subshapes_output_to_input():
     )
 
 
-def test_a45_expanded_and_collapsed_subshapes_input_to_output():
+def test_expanded_and_collapsed_subshapes_input_to_output():
     (maps,) = op_input_to_output(reshape("4, 8, 12", "32, 3, 4"), 0)
     check(
         maps,
@@ -557,7 +558,7 @@ def test_a45_expanded_and_collapsed_subshapes_input_to_output():
     )
 
 
-# --- 3.3.13 concatenate ---
+# --- concatenate ---
 
 CONCATENATE = root("""
   p0 = f32[2, 5, 7] parameter(0)
@@ -568,7 +569,7 @@ CONCATENATE = root("""
 
 CONCAT_OUTPUT_TO_INPUT = [
     (
-        "A46",
+        "p0",
         """
         (d0, d1, d2) -> (d0, d1, d2),
         domain:
@@ -578,7 +579,7 @@ CONCAT_OUTPUT_TO_INPUT = [
         """,
     ),
     (
-        "A47",
+        "p1",
         """
         (d0, d1, d2) -> (d0, d1 - 5, d2),
         domain:
@@ -588,7 +589,7 @@ CONCAT_OUTPUT_TO_INPUT = [
         """,
     ),
     (
-        "A48",
+        "p2",
         """
         (d0, d1, d2) -> (d0, d1 - 16, d2),
         domain:
@@ -601,7 +602,7 @@ CONCAT_OUTPUT_TO_INPUT = [
 
 CONCAT_INPUT_TO_OUTPUT = [
     (
-        "A49",
+        "p0",
         """
         (d0, d1, d2) -> (d0, d1, d2),
         domain:
@@ -611,7 +612,7 @@ CONCAT_INPUT_TO_OUTPUT = [
         """,
     ),
     (
-        "A50",
+        "p1",
         """
         (d0, d1, d2) -> (d0, d1 + 5, d2),
         domain:
@@ -621,7 +622,7 @@ CONCAT_INPUT_TO_OUTPUT = [
         """,
     ),
     (
-        "A51",
+        "p2",
         """
         (d0, d1, d2) -> (d0, d1 + 16, d2),
         domain:
@@ -634,17 +635,17 @@ CONCAT_INPUT_TO_OUTPUT = [
 
 
 @pytest.mark.parametrize("operand", range(3), ids=[name for name, _ in CONCAT_OUTPUT_TO_INPUT])
-def test_a46_a48_concatenate_output_to_input(operand):
+def test_concatenate_output_to_input(operand):
     check(op_output_to_input(CONCATENATE)[operand], CONCAT_OUTPUT_TO_INPUT[operand][1])
 
 
 @pytest.mark.parametrize("operand", range(3), ids=[name for name, _ in CONCAT_INPUT_TO_OUTPUT])
-def test_a49_a51_concatenate_input_to_output(operand):
+def test_concatenate_input_to_output(operand):
     (maps,) = op_input_to_output(CONCATENATE, operand)
     check(maps, CONCAT_INPUT_TO_OUTPUT[operand][1])
 
 
-# --- 3.3.14 dot ---
+# --- dot ---
 
 DOT = root("""
   p0 = f32[4, 128, 256] parameter(0)
@@ -655,7 +656,7 @@ DOT = root("""
 """)
 
 
-def test_a52_dot_output_to_lhs():
+def test_dot_output_to_lhs():
     check(
         op_output_to_input(DOT)[0],
         """
@@ -669,7 +670,7 @@ def test_a52_dot_output_to_lhs():
     )
 
 
-def test_a53_dot_output_to_rhs():
+def test_dot_output_to_rhs():
     check(
         op_output_to_input(DOT)[1],
         """
@@ -683,7 +684,7 @@ def test_a53_dot_output_to_rhs():
     )
 
 
-def test_a54_dot_lhs_to_output():
+def test_dot_lhs_to_output():
     (maps,) = op_input_to_output(DOT, 0)
     check(
         maps,
@@ -698,8 +699,8 @@ def test_a54_dot_lhs_to_output():
     )
 
 
-def test_a55_dot_rhs_to_output():
-    # The SPEC prints `(d0, s0, d1)` (a source error, see its note): the rhs
+def test_dot_rhs_to_output():
+    # XLA's document prints `(d0, s0, d1)` (a typo, see the module docstring): the rhs
     # contracting dimension d1 is not an output index; its free d2 is.
     (maps,) = op_input_to_output(DOT, 1)
     check(
@@ -715,7 +716,7 @@ def test_a55_dot_rhs_to_output():
     )
 
 
-# --- 3.3.15 pad ---
+# --- pad ---
 
 PAD = root("""
   p0 = f32[4, 4] parameter(0)
@@ -724,7 +725,7 @@ PAD = root("""
 """)
 
 
-def test_a56_pad_output_to_input():
+def test_pad_output_to_input():
     check(
         op_output_to_input(PAD)[0],
         """
@@ -737,7 +738,7 @@ def test_a56_pad_output_to_input():
     )
 
 
-def test_a57_pad_output_to_padding_value():
+def test_pad_output_to_padding_value():
     check(
         op_output_to_input(PAD)[1],
         """
@@ -749,7 +750,7 @@ def test_a57_pad_output_to_padding_value():
     )
 
 
-# --- 3.3.16 reduce-window ---
+# --- reduce-window ---
 
 REDUCE_WINDOW = root("""
   c_inf = f32[] constant(-inf)
@@ -759,7 +760,7 @@ REDUCE_WINDOW = root("""
 """)
 
 
-def test_a58_reduce_window_output_to_input():
+def test_reduce_window_output_to_input():
     check(
         op_output_to_input(REDUCE_WINDOW)[0],
         """
@@ -772,7 +773,7 @@ def test_a58_reduce_window_output_to_input():
     )
 
 
-def test_a59_reduce_window_output_to_init():
+def test_reduce_window_output_to_init():
     check(
         op_output_to_input(REDUCE_WINDOW)[1],
         """

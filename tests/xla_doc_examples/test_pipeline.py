@@ -1,8 +1,10 @@
-"""SPEC.md §4.7.1: the pass pipeline on the gelu fusion, [A72]-[A77].
+"""The pass pipeline on the gelu fusion, stage by stage, as XLA's
+docs/emitters.md shows it (its "Compilation pipeline" section; see
+docs/emitters.md).
 
 The module is emitted with XLA:GPU's launch configuration (128 threads, 4
-elements a thread), as in the SPEC's dumps; every stage is written by the
-pipeline's dumper and checked for the SPEC's structure.
+elements a thread), as in XLA's dumps; every stage is written by the
+pipeline's dumper and checked for the structure of XLA's.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def _ops(text: str) -> list[str]:
     return re.findall(r"(?:=|^)\s*([a-z_]+\.[a-z_.]+)", text, re.MULTILINE)
 
 
-def test_a72_inliner_leaves_one_function_with_the_body_in_the_loop(stages):
+def test_inliner_leaves_one_function_with_the_body_in_the_loop(stages):
     text = stages["inline"]
     assert text.count("func.func") == 1 and "xla.pure_call" not in text
     loop = text[text.index("xla.loop") + len("xla.loop"):]
@@ -45,7 +47,7 @@ def test_a72_inliner_leaves_one_function_with_the_body_in_the_loop(stages):
         "arith.addf", "arith.mulf", "arith.mulf", "tensor.insert", "xla.yield"]
 
 
-def test_a72_a_function_called_twice_is_not_inlined():
+def test_a_function_called_twice_is_not_inlined():
     module = xlapy.parse_hlo("""HloModule m
 f {
   p = f32[16,16] parameter(0)
@@ -69,7 +71,7 @@ ENTRY e {
     assert text.count("xla.pure_call @f_log") == 2
 
 
-def test_a73_loop_becomes_scf_for_with_the_bounds_check(stages):
+def test_loop_becomes_scf_for_with_the_bounds_check(stages):
     text = stages["lower-xla-loops-to-scf"]
     assert "xla.loop" not in text
     assert re.search(r"scf\.for %vector_index = %\w+ to %\w+ step %\w+ iter_args\(%\w+ = %output\)", text)
@@ -79,7 +81,7 @@ def test_a73_loop_becomes_scf_for_with_the_bounds_check(stages):
     assert "%dim0, %dim1, %dim2 = xla.apply_indexing #map(%thread_id_x, %block_id_x)[%vector_index]" in text
 
 
-def test_a74_tensors_are_flattened_with_the_linear_map(stages):
+def test_tensors_are_flattened_with_the_linear_map(stages):
     text = stages["flatten-tensors"]
     assert "6x512x4096" not in text and "tensor<12582912xbf16>" in text
     assert "scf.if" not in text  # the thread and block ranges decide the check (simplify-arith)
@@ -87,13 +89,13 @@ def test_a74_tensors_are_flattened_with_the_linear_map(stages):
     found = IndexingMap.parse(line[line.index('"') + 1:line.rindex('"')])
     expected = IndexingMap.parse("(th_x, bl_x, vector_index) -> (th_x * 4 + bl_x * 512 + vector_index), "
                                  "domain: th_x in [0, 127], bl_x in [0, 24575], vector_index in [0, 3]")
-    assert found == expected  # also printed as the SPEC prints it
+    assert found == expected  # also printed as XLA's document prints it
     assert line.startswith('#map = #xla.indexing_map<"(th_x, bl_x, vector_index) -> '
                            '(th_x * 4 + bl_x * 512 + vector_index)')
     assert "tensor.extract %input[%" in text and "] : tensor<12582912xbf16>" in text
 
 
-def test_a75_loads_and_stores_are_vectorized_around_the_loop(stages):
+def test_loads_and_stores_are_vectorized_around_the_loop(stages):
     text = stages["vectorize-loads-stores"]
     read = text.index("vector.transfer_read %input[")
     loop = text.index("scf.for %vector_index")
@@ -105,14 +107,14 @@ def test_a75_loads_and_stores_are_vectorized_around_the_loop(stages):
     assert "arith.constant dense<0.000000e+00> : vector<4xbf16>" in text
 
 
-def test_a76_the_vector_loop_is_unrolled(stages):
+def test_the_vector_loop_is_unrolled(stages):
     text = stages["unroll-loops"]
     assert "scf.for" not in text
     assert text.count("math.tanh") == 4
     assert text.count("vector.extract") == 4 and text.count("vector.insert") == 4
 
 
-def test_a77_tensors_become_loads_and_stores_through_pointers(stages):
+def test_tensors_become_loads_and_stores_through_pointers(stages):
     text = stages["lower-tensors"]
     assert "func.func @main(%input: !llvm.ptr" in text and "%output: !llvm.ptr" in text
     assert "tensor<" not in text

@@ -1,5 +1,6 @@
-"""SPEC.md §1 and §2 acceptance examples [A1]-[A14], plus the foundation
-issue's acceptance list. Expected values are written out by hand."""
+"""The worked examples of XLA's docs/shapes.md and docs/tiled_layout.md
+(see docs/layouts.md), plus further shape and layout cases. Expected values
+are written out by hand."""
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from xlapy.shapes import (
 )
 
 
-def test_a1_add_936_shape_decomposes():
+def test_add_936_shape_decomposes():
     shape = parse_shape("bf16[8,1,1280,16384]{3,2,0,1:T(8,128)(2,1)}")
     assert shape.element_type == "bf16"
     assert shape.dimensions == (8, 1, 1280, 16384)
@@ -28,7 +29,7 @@ def test_a1_add_936_shape_decomposes():
     assert str(shape) == "bf16[8,1,1280,16384]{3,2,0,1:T(8,128)(2,1)}"
 
 
-def test_a2_fusion_3_shapes_decompose():
+def test_fusion_3_shapes_decompose():
     result = parse_shape("bf16[32,32,4096]{2,1,0:T(8,128)(2,1)S(1)}")
     operand = parse_shape("bf16[32,32,8192]{2,1,0:T(8,128)(2,1)S(1)}")
     assert result.element_type == "bf16"
@@ -41,7 +42,7 @@ def test_a2_fusion_3_shapes_decompose():
     assert str(operand) == "bf16[32,32,8192]{2,1,0:T(8,128)(2,1)S(1)}"
 
 
-def test_a3_negative_dimension_numbers():
+def test_negative_dimension_numbers():
     a, b, c = 2, 3, 4
     shape = Shape.array("f32", [a, b, c])
     assert [shape.dimension(i) for i in (0, 1, 2)] == [a, b, c]
@@ -50,14 +51,14 @@ def test_a3_negative_dimension_numbers():
     assert shape.dimension(-3) == a
 
 
-def test_a4_make_shape_lists_dimensions_in_order():
+def test_make_shape_lists_dimensions_in_order():
     shape = Shape.array("f32", [5, 6, 7, 8])
     assert shape.dimensions == (5, 6, 7, 8)
     assert str(shape) == "f32[5,6,7,8]"
 
 
 @pytest.mark.parametrize(("minor_to_major", "memory"), [((0, 1), "adbecf"), ((1, 0), "abcdef")])
-def test_a5_a6_minor_to_major_orders_memory(minor_to_major, memory):
+def test_minor_to_major_orders_memory(minor_to_major, memory):
     array = np.array([list("abc"), list("def")])
     shape = Shape.array("u8", [2, 3], minor_to_major)
     buffer = to_physical(array, shape, pad_value="")
@@ -65,7 +66,7 @@ def test_a5_a6_minor_to_major_orders_memory(minor_to_major, memory):
     assert (from_physical(buffer, shape) == array).all()
 
 
-def test_a7_default_layout_is_major_to_minor():
+def test_default_layout_is_major_to_minor():
     assert parse_shape("f32[2,3]").layout_or_default.minor_to_major == (1, 0)
     assert parse_shape("f32[2,3,4,5,6]").layout_or_default.minor_to_major == (4, 3, 2, 1, 0)
     # Where a layout is needed, the default one is used: row-major order.
@@ -82,13 +83,13 @@ def test_a7_default_layout_is_major_to_minor():
         ("f32[4]{0:S(5)}", 5, "f32[4]{0:S(5)}"),
     ],
 )
-def test_a8_memory_space(text, space, printed):
+def test_memory_space(text, space, printed):
     shape = parse_shape(text)
     assert shape.layout.memory_space == space
     assert str(shape) == printed
 
 
-def test_a9_a10_tiled_linear_index_is_17():
+def test_tiled_linear_index_is_17():
     shape = parse_shape("f32[3,5]{1,0:T(2,2)}")
     assert shape.element_type == "f32" and shape.dimensions == (3, 5)
     assert shape.layout.minor_to_major == (1, 0) and shape.layout.tiles == ((2, 2),)
@@ -99,7 +100,8 @@ def test_a9_a10_tiled_linear_index_is_17():
     assert physical_element_count(shape) == 24
 
 
-def test_a11_every_element_of_figure_1():
+def test_every_element_of_the_2x2_tiled_3x5_array():
+    # Figure 1 of XLA's docs/tiled_layout.md.
     shape = parse_shape("f32[3,5]{1,0:T(2,2)}")
     expected = [
         [0, 1, 4, 5, 8],
@@ -111,7 +113,7 @@ def test_a11_every_element_of_figure_1():
     assert padding == [9, 11, 14, 15, 18, 19, 21, 22, 23]
 
 
-def test_a12_pad_reshape_transpose():
+def test_tiling_is_pad_reshape_transpose():
     # (3,5) padded to (4,6), reshaped to (2,2,3,2), transposed to (2,3,2,2).
     padded = np.pad(np.arange(15).reshape(3, 5), [(0, 1), (0, 1)], constant_values=-1)
     assert padded.shape == (4, 6)
@@ -123,7 +125,8 @@ def test_a12_pad_reshape_transpose():
     assert list(np.flatnonzero(tiled.reshape(-1) == 13)) == [17]
 
 
-def test_a13_repeated_tiling_of_figure_2():
+def test_repeated_tiling_of_a_4x8_array():
+    # Figure 2 of XLA's docs/tiled_layout.md: 2x4 tiles, each tiled again by 2x1.
     shape = parse_shape("f32[4,8]{1,0:T(2,4)(2,1)}")
     expected = [
         [0, 2, 4, 6, 8, 10, 12, 14],
@@ -136,7 +139,7 @@ def test_a13_repeated_tiling_of_figure_2():
     assert physical_element_count(shape) == 32
 
 
-def test_a14_combined_dimensions_index_like_the_collapsed_shape():
+def test_combined_dimensions_index_like_the_collapsed_shape():
     combined = parse_shape("f32[2,7,8,11,10]{4,3,2,1,0:T(*,*,2,*,3)}")
     collapsed = parse_shape("f32[112,110]{1,0:T(2,3)}")
     assert combined.layout.tiles == ((-1, -1, 2, -1, 3),)

@@ -1,8 +1,9 @@
-# ruff: noqa: E501  (the MLIR lines of SPEC.md §5 are longer than the code's limit)
-"""SPEC.md §5 (Shardy compiler API): the examples [A79]-[A81] and the
-behaviour of each API component on the SPEC's programs.
+# ruff: noqa: E501  (the MLIR lines of Shardy's docs/compiler_api.md are longer than the code's limit)
+"""Shardy's compiler API document (openxla/shardy docs/compiler_api.md): its
+sharding group and manual computation examples and the behaviour of each API
+component on its programs (see docs/sharding.md).
 
-The SPEC writes its meshes as ``@mesh_xy = <...>`` and its functions as
+The document writes its meshes as ``@mesh_xy = <...>`` and its functions as
 ``func @main``; as MLIR they are ``sdy.mesh @mesh_xy = <...>`` and
 ``func.func @main``. Expected shardings after propagation are Shardy's own
 (checked against Shardy through XLA:CPU in tests/sharding).
@@ -42,7 +43,7 @@ def _argument_sharding(text: str, argument: str) -> str | None:
     return "<" + match.group(1) if match else None
 
 
-# -- §5.4.1 input/output shardings --------------------------------------------
+# -- input/output shardings ----------------------------------------------------
 
 IO_SHARDINGS = MESH_XY + """
 func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh_xy, [{"x"}, {}]>}, %arg1: tensor<8x16xf32>) -> (tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh_xy, [{}, {"y"}]>}) {
@@ -72,7 +73,7 @@ def test_input_output_shardings_propagate_and_stay():
     assert _result_sharding(text, "0") == '<@mesh_xy, [{"x"}, {"y"}]>'
 
 
-# -- §5.4.2 sharding constraint ------------------------------------------------
+# -- sharding constraint -------------------------------------------------------
 
 CONSTRAINT = MESH_XY + """
 func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh_xy, [{}, {"y"}]>}) -> tensor<8x8xf32> {
@@ -97,7 +98,7 @@ def test_sharding_constraint_open_dimension_is_sharded_further():
     assert _result_sharding(text, "2") == '<@mesh_xy, [{"x", ?}, {"y", ?}]>'
 
 
-# -- §5.4.3 sharding group, [A79] ----------------------------------------------
+# -- sharding group ------------------------------------------------------------
 
 ZEROS_LIKE = MESH_XY + """
 module @"jit_zeros_like" {
@@ -112,7 +113,7 @@ module @"jit_zeros_like" {
 
 
 def _zeros_like(with_group: bool) -> str:
-    # The SPEC's mesh is declared outside its module; MLIR wants it inside.
+    # The document's mesh is declared outside its module; MLIR wants it inside.
     text = ZEROS_LIKE.replace(MESH_XY + "\n", "").replace('module @"jit_zeros_like" {', 'module @"jit_zeros_like" {\n  ' + MESH_XY)
     if not with_group:
         text = text.replace("%2 = sdy.sharding_group %1, id=0 : tensor<8x2xi64>", "%2 = stablehlo.add %1, %1 : tensor<8x2xi64>")
@@ -120,7 +121,7 @@ def _zeros_like(with_group: bool) -> str:
     return text
 
 
-def test_a79_sharding_group_spreads_the_input_sharding_to_the_output_and_constant():
+def test_sharding_group_spreads_the_input_sharding_to_the_output_and_constant():
     module = propagate(parse_module(_zeros_like(with_group=True)))
     main = module.entry
     constant = next(i for i in main.instructions if i.opcode == "constant")
@@ -129,7 +130,7 @@ def test_a79_sharding_group_spreads_the_input_sharding_to_the_output_and_constan
     assert [str(s) for s in main.result_shardings] == ['#sdy.sharding<@mesh_xy, [{"x"}, {"y"}]>']
 
 
-def test_a79_without_the_group_the_constant_and_output_stay_replicated():
+def test_without_the_group_the_constant_and_output_stay_replicated():
     module = propagate(parse_module(_zeros_like(with_group=False)))
     main = module.entry
     constant = next(i for i in main.instructions if i.opcode == "constant")
@@ -137,7 +138,7 @@ def test_a79_without_the_group_the_constant_and_output_stay_replicated():
     assert all(s is None or not any(d.axes for d in s.dim_shardings) for s in main.result_shardings)
 
 
-# -- §5.4.4 manual computation, [A80] and [A81] --------------------------------
+# -- manual computation, its local body type and invariant 3 -------------------
 
 MANUAL = """sdy.mesh @mesh_name = <["data"=2, "model"=2]>
 func.func @main(%arg0: tensor<16x32xf32>) -> tensor<16x32xf32> {
@@ -151,7 +152,7 @@ func.func @main(%arg0: tensor<16x32xf32>) -> tensor<16x32xf32> {
 """
 
 
-def test_a80_manual_computation_body_has_the_local_type():
+def test_manual_computation_body_has_the_local_type():
     module = parse_module(MANUAL)
     manual = next(i for i in module.entry.instructions if i.opcode == "sdy.manual_computation")
     (body,) = manual.called_computations
@@ -160,18 +161,18 @@ def test_a80_manual_computation_body_has_the_local_type():
     assert "(%arg1: tensor<8x32xf32>) {" in print_module(module)
 
 
-def test_a80_a_global_type_in_the_body_breaks_invariant_4():
+def test_a_global_type_in_the_body_breaks_invariant_4():
     with pytest.raises(XlapyError, match="invariant 4"):
         parse_module(MANUAL.replace("tensor<8x32xf32>", "tensor<16x32xf32>"))
 
 
-def test_a81_free_axis_major_to_a_manual_axis_is_invalid():
+def test_free_axis_major_to_a_manual_axis_is_invalid():
     bad = MANUAL.replace('[{"data"}, {"model", ?}]', '[{}, {"model", "data"}]').replace("tensor<8x32xf32>", "tensor<16x16xf32>")
     with pytest.raises(VerifyError, match=r'invariant 3.*\{"model", "data"\}'):
         parse_module(bad)
 
 
-def test_a81_free_axis_minor_to_the_manual_axis_is_valid():
+def test_free_axis_minor_to_the_manual_axis_is_valid():
     good = (MANUAL.replace('[{"data"}, {"model", ?}]', '[{}, {"data", "model"}]')
             .replace('[{"data"}, {?}]', '[{}, {"data", "model"}]').replace("tensor<8x32xf32>", "tensor<16x16xf32>"))
     module = parse_module(good)
