@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from xlapy.runtime.ulps import is_float_dtype, ulp_distance
@@ -162,3 +163,17 @@ def assert_same(got: Any, expected: Any, *, exact_bits: bool = False, ulps: floa
         where = context if len(got_leaves) == 1 else f"{context}[{i}]"
         _check_array(np.asarray(g), np.asarray(e), exact_bits=exact_bits, ulps=ulps, rtol=rtol, atol=atol,
                      atol_below=atol_below, normwise=normwise, flush=flush, context=where)
+
+
+def assert_within_sum_of_magnitudes(got: Any, expected: Any, magnitudes: Any, epsilons: float) -> None:
+    """``got`` within ``epsilons`` machine epsilons of ``magnitudes``: the same sums taken over the absolute
+    values (moduli) of the terms. Any summation order rounds within such a bound, while a sum whose terms
+    cancel can be near zero, where neither result keeps its relative accuracy."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.shape == expected.shape and got.dtype == expected.dtype, (got.shape, got.dtype, expected.dtype)
+    wide = np.complex128 if np.iscomplexobj(expected) else np.float64
+    bound = epsilons * float(ml_dtypes.finfo(expected.real.dtype).eps) * np.asarray(magnitudes, np.float64)
+    error = np.abs(got.astype(wide) - expected.astype(wide))
+    bad = [tuple(int(i) for i in index) for index in np.argwhere(~(error <= bound))]
+    assert not bad, (f"{len(bad)} of {got.size} results differ by more than {epsilons} eps of the sum of |terms|, "
+                     f"first at {bad[0]}: got {got[bad[0]]}, expected {expected[bad[0]]}, allowed {bound[bad[0]]:.3g}")

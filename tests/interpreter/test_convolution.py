@@ -14,7 +14,7 @@ import pytest
 
 import xlapy
 import xlapy.interpreter  # registers the rules
-from tools.compare import assert_same
+from tools.compare import assert_same, assert_within_sum_of_magnitudes
 from tools.xla_cpu import run_on_xla_cpu
 from xlapy.frontends.jax import from_jax
 from xlapy.interpreter.evaluator import evaluate
@@ -63,7 +63,7 @@ _CONVS: dict[str, tuple[tuple[int, ...], tuple[int, ...], dict[str, Any]]] = {
 _NAMES = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "s32": np.int32, "f16": np.float16, "s8": np.int8,
           "f64": np.float64}
 # Float results summed in the result type are checked against the sum of |terms| (see
-# _assert_within_sum_of_magnitudes): the allowed multiple of eps, by (operand type, result type).
+# assert_within_sum_of_magnitudes): the allowed multiple of eps, by (operand type, result type).
 # bf16 and f16 results are summed in f32 and rounded once, as XLA:CPU does: bit for bit (measured: 0 ulps,
 # 7 seeds each).
 _EPSILONS_OF_SUM = {
@@ -78,18 +78,6 @@ def _values(rng: np.random.Generator, shape: tuple[int, ...], element_type: str)
         return rng.integers(-8, 8, shape).astype(_NAMES[element_type])
     return rng.standard_normal(shape).astype(_NAMES[element_type])
 
-
-def _assert_within_sum_of_magnitudes(got: Any, expected: Any, magnitudes: Any, epsilons: float) -> None:
-    """``got`` within ``epsilons`` machine epsilons of ``magnitudes``, the same sums taken over the
-    absolute values of the terms. Any summation order rounds within such a bound, while a sum whose
-    terms cancel can be near zero, where neither result keeps its relative accuracy."""
-    got, expected = np.asarray(got), np.asarray(expected)
-    assert got.shape == expected.shape and got.dtype == expected.dtype, (got.shape, got.dtype, expected.dtype)
-    bound = epsilons * float(ml_dtypes.finfo(expected.dtype).eps) * np.asarray(magnitudes, np.float64)
-    error = np.abs(got.astype(np.float64) - expected.astype(np.float64))
-    bad = [tuple(int(i) for i in index) for index in np.argwhere(~(error <= bound))]
-    assert not bad, (f"{len(bad)} of {got.size} results differ by more than {epsilons} eps of the sum of |terms|, "
-                     f"first at {bad[0]}: got {got[bad[0]]}, expected {expected[bad[0]]}, allowed {bound[bad[0]]:.3g}")
 
 
 def _check_jax(name: str, element_type: str, preferred: Any = None, result_type: str | None = None) -> None:
@@ -107,7 +95,7 @@ def _check_jax(name: str, element_type: str, preferred: Any = None, result_type:
         magnitudes = np.asarray(jax.jit(conv)(np.abs(lhs), np.abs(rhs))) if epsilons else None
     assert [i.opcode for i in module.entry.instructions] == ["parameter", "parameter", "convolution"]
     if epsilons:
-        _assert_within_sum_of_magnitudes(evaluate(module, lhs, rhs), expected, magnitudes, epsilons)
+        assert_within_sum_of_magnitudes(evaluate(module, lhs, rhs), expected, magnitudes, epsilons)
     else:
         assert_same(evaluate(module, lhs, rhs), expected)
 
@@ -171,5 +159,5 @@ def test_hand_written(window: str, out: tuple[int, int]) -> None:
     lhs = rng.standard_normal((2, 7, 6, 3)).astype(np.float32)
     rhs = rng.standard_normal((3, 2, 3, 4)).astype(np.float32)
     # measured: up to 1.68 eps of the sum of |terms| (7 seeds each)
-    _assert_within_sum_of_magnitudes(evaluate(xlapy.parse_hlo(text), lhs, rhs), run_on_xla_cpu(text, lhs, rhs),
+    assert_within_sum_of_magnitudes(evaluate(xlapy.parse_hlo(text), lhs, rhs), run_on_xla_cpu(text, lhs, rhs),
                                      run_on_xla_cpu(text, np.abs(lhs), np.abs(rhs)), _EPSILONS_OF_SUM["f32", "f32"])

@@ -1,12 +1,11 @@
 """FFT, pass-through custom calls, async wrappers and single-participant
 collectives, compared with XLA:CPU."""
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 import xlapy
-from tools.compare import assert_same
+from tools.compare import assert_same, assert_within_sum_of_magnitudes
 from tools.xla_cpu import run_on_xla_cpu
 
 
@@ -47,20 +46,8 @@ ENTRY main {{
     # of the sum of their moduli (21 seeds), which is up to 322 ulps of outputs near zero.
     axes = tuple(range(-lengths.count(",") - 1, 0))
     magnitudes = np.abs(x.astype(np.complex128)).sum(axis=axes, keepdims=True)
-    _assert_within_sum_of_magnitudes(got, want, np.broadcast_to(magnitudes, np.shape(want)), epsilons=1.5)
+    assert_within_sum_of_magnitudes(got, want, np.broadcast_to(magnitudes, np.shape(want)), epsilons=1.5)
 
-
-def _assert_within_sum_of_magnitudes(got, expected, magnitudes, epsilons: float) -> None:
-    """``got`` within ``epsilons`` machine epsilons of ``magnitudes``, the same sums taken over the
-    moduli of the terms. Any summation order rounds within such a bound, while a sum whose terms cancel
-    can be near zero, where neither result keeps its relative accuracy."""
-    got, expected = np.asarray(got), np.asarray(expected)
-    assert got.shape == expected.shape and got.dtype == expected.dtype, (got.shape, got.dtype, expected.dtype)
-    bound = epsilons * float(ml_dtypes.finfo(expected.real.dtype).eps) * np.asarray(magnitudes, np.float64)
-    error = np.abs(got.astype(np.complex128) - expected.astype(np.complex128))
-    bad = [tuple(int(i) for i in index) for index in np.argwhere(~(error <= bound))]
-    assert not bad, (f"{len(bad)} of {got.size} results differ by more than {epsilons} eps of the sum of |terms|, "
-                     f"first at {bad[0]}: got {got[bad[0]]}, expected {expected[bad[0]]}, allowed {bound[bad[0]]:.3g}")
 
 
 COLLECTIVES = """HloModule collectives

@@ -13,7 +13,7 @@ import pytest
 
 import xlapy
 import xlapy.interpreter  # registers the rules
-from tools.compare import assert_same
+from tools.compare import assert_same, assert_within_sum_of_magnitudes
 from tools.xla_cpu import run_on_xla_cpu
 from xlapy.frontends.jax import from_jax
 from xlapy.interpreter.evaluator import evaluate
@@ -30,18 +30,6 @@ def _values(rng: np.random.Generator, shape: tuple[int, ...], element_type: str)
 def _check(text: str, *args: Any, **tolerance: Any) -> None:
     assert_same(evaluate(xlapy.parse_hlo(text), *args), run_on_xla_cpu(text, *args), **tolerance)
 
-
-def _assert_within_sum_of_magnitudes(got: Any, expected: Any, magnitudes: Any, epsilons: float) -> None:
-    """``got`` within ``epsilons`` machine epsilons of ``magnitudes``, the same sums taken over the
-    absolute values of the terms. Any summation order rounds within such a bound, while a sum whose
-    terms cancel can be near zero, where neither result keeps its relative accuracy."""
-    got, expected = np.asarray(got), np.asarray(expected)
-    assert got.shape == expected.shape and got.dtype == expected.dtype, (got.shape, got.dtype, expected.dtype)
-    bound = epsilons * float(ml_dtypes.finfo(expected.dtype).eps) * np.asarray(magnitudes, np.float64)
-    error = np.abs(got.astype(np.float64) - expected.astype(np.float64))
-    bad = [tuple(int(i) for i in index) for index in np.argwhere(~(error <= bound))]
-    assert not bad, (f"{len(bad)} of {got.size} results differ by more than {epsilons} eps of the sum of |terms|, "
-                     f"first at {bad[0]}: got {got[bad[0]]}, expected {expected[bad[0]]}, allowed {bound[bad[0]]:.3g}")
 
 
 def _dims(shape: tuple[int, ...]) -> str:
@@ -162,7 +150,7 @@ def test_pooling_from_jax() -> None:
     assert_same([got[0], *got[2:]], [expected[0], *expected[2:]])
     # The dilated sum pool adds its window in another order than XLA:CPU (measured: within 1.41 eps of
     # the sum of |terms|, 11 seeds; that is up to 1024 ulps of results near zero).
-    _assert_within_sum_of_magnitudes(got[1], expected[1], jax.jit(pools)(np.abs(x))[1], epsilons=2)
+    assert_within_sum_of_magnitudes(got[1], expected[1], jax.jit(pools)(np.abs(x))[1], epsilons=2)
 
 
 # -- select-and-scatter ---------------------------------------------------------

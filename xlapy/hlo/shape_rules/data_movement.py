@@ -48,29 +48,37 @@ def _operand_shape(instr: HloInstruction) -> Shape:
     return without_layout(instr.operands[0].shape)
 
 
-@shape_rule("broadcast")
-def _broadcast(instr: HloInstruction) -> Shape:
-    # dimensions[i] is the result dimension operand dimension i becomes; the
-    # other result dimensions are new and come from the declared shape.
+def broadcast_shape(instr: HloInstruction, stretches: bool) -> Shape:
+    """The result of a broadcast: ``dimensions[i]`` is the result dimension operand dimension i becomes; the
+    other result dimensions are new and come from the declared shape. With ``stretches`` (StableHLO's
+    broadcast_in_dim) an operand dimension of size 1 may become a larger one; HLO's broadcast may not (XLA's
+    verifier refuses it: reshape the dimension away first)."""
     operand_count(instr, 1)
     operand = array_operand(instr, 0)
     declared = declared_array(instr)
     dims = ints_attr(instr, "dimensions")
     if len(dims) != operand.rank:
-        fail(f"dimensions={braces(dims)} of broadcast must name one result dimension for each of the "
-              f"{operand.rank} operand dimensions")
+        fail(f"dimensions={braces(dims)} of {instr.opcode} must name one result dimension for each of the "
+             f"{operand.rank} operand dimensions")
     check_dimension_numbers(instr, "dimensions", dims, declared.rank, "the result")
     dynamic = list(declared.dynamic_dimensions)
-    # HLO's broadcast does not stretch a size-1 dimension (XLA's verifier
-    # rejects it: reshape the dimension away); StableHLO's broadcast_in_dim may.
     for i, d in enumerate(dims):
-        if declared.dimensions[d] != operand.dimensions[i]:
-            rule = "the sizes must be equal" + ("; HLO's broadcast does not stretch a size-1 dimension (reshape "
-                                                "it away first)" if operand.dimensions[i] == 1 else "")
-            fail(f"broadcast maps operand dimension {i} (size {operand.dimensions[i]}) to result dimension {d} "
+        size = operand.dimensions[i]
+        if declared.dimensions[d] != size and not (stretches and size == 1):
+            if stretches:
+                rule = "the sizes must be equal, or the operand's 1"
+            else:
+                rule = "the sizes must be equal" + ("; HLO's broadcast does not stretch a size-1 dimension "
+                                                    "(reshape it away first)" if size == 1 else "")
+            fail(f"{instr.opcode} maps operand dimension {i} (size {size}) to result dimension {d} "
                  f"(size {declared.dimensions[d]}) of {show(declared)}; {rule}")
-        dynamic[d] = operand.dynamic_dimensions[i] and declared.dimensions[d] == operand.dimensions[i]
+        dynamic[d] = operand.dynamic_dimensions[i] and declared.dimensions[d] == size
     return array_shape(operand.element_type, declared.dimensions, dynamic)
+
+
+@shape_rule("broadcast")
+def _broadcast(instr: HloInstruction) -> Shape:
+    return broadcast_shape(instr, stretches=False)
 
 
 @shape_rule("reshape")

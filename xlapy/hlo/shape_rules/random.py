@@ -22,20 +22,25 @@ from xlapy.hlo.shape_rules.registry import shape_rule
 from xlapy.shapes import Shape
 
 
+def rng_parameter_type(instr: HloInstruction) -> str:
+    """The element type of an rng's two scalar parameters, after checking them and its distribution."""
+    a, b = scalar_operand(instr, 0, "the first parameter"), scalar_operand(instr, 1, "the second parameter")
+    if a.element_type != b.element_type:
+        fail(f"parameters of {instr.opcode} must have one element type, got {show(a)} and {show(b)}")
+    distribution = word_attr(instr, "distribution")
+    if distribution not in ("rng_uniform", "rng_normal"):
+        fail(f"{instr.opcode} distribution must be rng_uniform or rng_normal, got {distribution}")
+    if distribution == "rng_normal":
+        require_kind(instr, a, FLOAT, "parameters for rng_normal")
+    return a.element_type
+
+
 @shape_rule("rng")
 def _rng(instr: HloInstruction) -> Shape:
     # The result's dimensions come from the declared shape (StableHLO's rng takes them as an operand).
     operand_count(instr, 2)
-    a, b = scalar_operand(instr, 0, "the first parameter"), scalar_operand(instr, 1, "the second parameter")
-    if a.element_type != b.element_type:
-        fail(f"parameters of rng must have one element type, got {show(a)} and {show(b)}")
-    distribution = word_attr(instr, "distribution")
-    if distribution not in ("rng_uniform", "rng_normal"):
-        fail(f"rng distribution must be rng_uniform or rng_normal, got {distribution}")
-    if distribution == "rng_normal":
-        require_kind(instr, a, FLOAT, "parameters for rng_normal")
     declared = declared_array(instr)
-    return array_shape(a.element_type, declared.dimensions, declared.dynamic_dimensions)
+    return array_shape(rng_parameter_type(instr), declared.dimensions, declared.dynamic_dimensions)
 
 
 @shape_rule("rng-get-and-update-state")

@@ -7,29 +7,24 @@ from __future__ import annotations
 from xlapy.hlo.ir import HloComputation, HloInstruction
 from xlapy.hlo.mlir_structure import region_results
 from xlapy.hlo.shape_rules.collectives import collective_arrays, replica_group_size
+from xlapy.hlo.shape_rules.data_movement import broadcast_shape
 from xlapy.hlo.shape_rules.helpers import (
-    FLOAT,
     SCALAR_PRED,
     SCALAR_S32,
     array_operand,
     array_shape,
-    braces,
     callees,
-    check_dimension_numbers,
     check_parameters,
     declared_array,
     fail,
     int_attr,
-    ints_attr,
     one_or_tuple,
     operand_count,
-    require_kind,
     same_shape,
-    scalar_operand,
     show,
     tuple_shape,
-    word_attr,
 )
+from xlapy.hlo.shape_rules.random import rng_parameter_type
 from xlapy.hlo.shape_rules.registry import shape_rule
 from xlapy.shapes import Shape
 
@@ -88,23 +83,7 @@ def _optimization_barrier(instr: HloInstruction) -> Shape:
 
 @shape_rule("stablehlo.broadcast_in_dim")
 def _broadcast_in_dim(instr: HloInstruction) -> Shape:
-    # HLO's broadcast, except that an operand dimension of size 1 may map to a larger one.
-    operand_count(instr, 1)
-    operand = array_operand(instr, 0)
-    declared = declared_array(instr)
-    dims = ints_attr(instr, "dimensions")
-    if len(dims) != operand.rank:
-        fail(f"dimensions={braces(dims)} of stablehlo.broadcast_in_dim must name one result dimension for each of "
-             f"the {operand.rank} operand dimensions")
-    check_dimension_numbers(instr, "dimensions", dims, declared.rank, "the result")
-    dynamic = list(declared.dynamic_dimensions)
-    for i, d in enumerate(dims):
-        if declared.dimensions[d] != operand.dimensions[i] and operand.dimensions[i] != 1:
-            fail(f"stablehlo.broadcast_in_dim maps operand dimension {i} (size {operand.dimensions[i]}) to result "
-                 f"dimension {d} (size {declared.dimensions[d]}) of {show(declared)}; the sizes must be equal, or "
-                 "the operand's 1")
-        dynamic[d] = operand.dynamic_dimensions[i] and declared.dimensions[d] == operand.dimensions[i]
-    return array_shape(operand.element_type, declared.dimensions, dynamic)
+    return broadcast_shape(instr, stretches=True)
 
 
 @shape_rule("stablehlo.all_to_all")
@@ -150,12 +129,5 @@ def _rng(instr: HloInstruction) -> Shape:
     if sizes.rank != 1 or not sizes.type.is_integral or sizes.dimensions[0] != declared.rank:
         fail(f"the shape operand of stablehlo.rng must hold one integer per result dimension, got {show(sizes)} "
              f"for {show(instr.shape)}")
-    a, b = scalar_operand(instr, 0, "the first parameter"), scalar_operand(instr, 1, "the second parameter")
-    if a.element_type != b.element_type:
-        fail(f"parameters of stablehlo.rng must have one element type, got {show(a)} and {show(b)}")
-    distribution = word_attr(instr, "distribution")
-    if distribution not in ("rng_uniform", "rng_normal"):
-        fail(f"stablehlo.rng distribution must be rng_uniform or rng_normal, got {distribution}")
-    if distribution == "rng_normal":
-        require_kind(instr, a, FLOAT, "parameters for rng_normal")
-    return array_shape(a.element_type, declared.dimensions, declared.dynamic_dimensions)
+    element_type = rng_parameter_type(instr)
+    return array_shape(element_type, declared.dimensions, declared.dynamic_dimensions)
