@@ -259,7 +259,7 @@ def _indexing_block(title: str, maps) -> str:
 
 def _sdy_propagate(args: argparse.Namespace) -> None:
     from xlapy.frontends.stablehlo import parse_module, print_module, split_input_file
-    from xlapy.sharding.propagate import propagate
+    from xlapy.sharding import propagate
 
     text = _read_text(args.file)
     chunks = split_input_file(text) if args.split_input_file else [(text, 1)]

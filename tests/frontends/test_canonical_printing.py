@@ -8,6 +8,7 @@ import pathlib
 
 import pytest
 
+from tools.oracles import require_jax
 from xlapy.frontends.stablehlo import parse_module, print_module, split_input_file
 
 DATA = pathlib.Path(__file__).parent / "data"
@@ -46,8 +47,9 @@ def test_printing_is_a_fixed_point(index: int) -> None:
 
 @pytest.mark.parametrize("index", range(len(CHUNKS)))
 def test_agrees_with_jaxlib_mlir(index: int) -> None:
-    mlir = pytest.importorskip("jax._src.interpreters.mlir")
-    ir = pytest.importorskip("jax._src.lib.mlir").ir
+    require_jax()
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir import ir
     text, line = CHUNKS[index]
     with mlir.make_ir_context():
         reference = str(ir.Module.parse(text))

@@ -10,18 +10,20 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-pytest.importorskip("jax")
-
 import xlapy
-from tests.frontends.jax_programs import PROGRAMS, UNSHARDED, jax_result, lowered_text, unsharded_text
-from tests.interpreter.jax_corpus import Tolerance
 from tools.compare import assert_same
+from tools.oracles import require_jax
 from xlapy.frontends.stablehlo import parse_module, print_module
 from xlapy.hlo import HloInstruction, HloModule
 from xlapy.hlo.mlir_structure import encodes_mlir_structure, op_results
 from xlapy.hlo.shape_rules.helpers import same_shape
 from xlapy.hlo.shape_rules.inference import has_shape_rule, infer_shape
 from xlapy.shapes import Shape
+
+require_jax()
+
+from tests.frontends.jax_programs import PROGRAMS, UNSHARDED, jax_result, lowered_text, unsharded_text  # noqa: E402
+from tests.interpreter.jax_corpus import Tolerance  # noqa: E402
 
 
 def parse_jax(text: str) -> HloModule:
@@ -112,7 +114,7 @@ def test_manual_computation_has_local_body_types() -> None:
                                  "use_global_device_ids": True}
 
 
-def test_multi_result_ops_get_implicit_elements() -> None:
+def test_multi_result_ops_get_elements_that_encode_their_results() -> None:
     module = parse_module(lowered_text("argmax"))
     reduce = next(i for i in module.instructions if i.opcode == "reduce" and i.shape.is_tuple)
     results = op_results(reduce)

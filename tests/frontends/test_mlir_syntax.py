@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tools.oracles import require_jax
 from xlapy.errors import ParseError
 from xlapy.frontends.mlir_syntax import (
     DenseElementsAttr,
@@ -95,8 +96,9 @@ _FLOAT_TYPES = {"f32": np.float32, "f64": np.float64, "bf16": ml_dtypes.bfloat16
 @settings(max_examples=150, deadline=None)
 @given(st.sampled_from(sorted(_FLOAT_TYPES)), st.floats(allow_nan=False, width=64))
 def test_floats_agree_with_jaxlib_mlir(element: str, value: float) -> None:
-    mlir = pytest.importorskip("jax._src.interpreters.mlir")
-    ir = pytest.importorskip("jax._src.lib.mlir").ir
+    require_jax()
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir import ir
     with np.errstate(over="ignore"):
         typed = np.asarray(value, dtype=_FLOAT_TYPES[element])
     bits = typed.tobytes().hex().upper()

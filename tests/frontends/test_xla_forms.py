@@ -10,19 +10,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("jax")
-
 import xlapy
-from tests.frontends.jax_programs import lowered_text
-from tests.hlo.xla import hlo_to_mlir, mlir_to_hlo
-from tools.shardy import run_shardy
-from tools.xla_cpu import run_on_xla_cpu
+from tools.oracles import require_jax
 from xlapy.frontends.stablehlo import parse_module, print_module
 from xlapy.hlo import HloInstruction, HloModule
 from xlapy.hlo import parse_module as parse_hlo
 from xlapy.hlo.mlir_structure import op_results
 from xlapy.hlo.shape_rules.helpers import same_shape
 from xlapy.hlo.shape_rules.inference import infer_shape
+
+require_jax()
+
+from tests.frontends.jax_programs import lowered_text  # noqa: E402
+from tests.hlo.xla import hlo_to_mlir, mlir_to_hlo  # noqa: E402
+from tools.shardy import run_shardy  # noqa: E402
+from tools.xla_cpu import run_on_xla_cpu  # noqa: E402
 
 
 def _only(module: HloModule, opcode: str) -> HloInstruction:

@@ -1,7 +1,8 @@
 """An opcode means one thing wherever the instruction came from: no rule
-asks whether an instruction was read from MLIR. The one fact passes read of
-the frontend's record, that an instruction only encodes MLIR structure, is
-read in one place (``xlapy.hlo.mlir_structure.encodes_mlir_structure``)."""
+asks whether an instruction was read from MLIR, nor reads the frontend's
+records. The one structural fact they need, that an instruction only encodes
+MLIR structure, is a field of the IR (``HloInstruction.encodes_mlir_structure``)
+read through ``xlapy.hlo.mlir_structure.encodes_mlir_structure``."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 jax and jaxlib are dev dependencies, so with the dev extra installed these
 tests run, and a missing jax or Shardy makes them fail or error rather than
 skip. ``XLAPY_NO_JAX=1`` in the environment opts out explicitly: the tests
-that need Shardy are then skipped.
+that need Shardy are then skipped (``tools/oracles.py``).
 
 Where Shardy itself fails on a program (refuses it, or crashes), a test may
 only skip if the program is on its module's list of known failures, with the
@@ -14,26 +14,21 @@ that is not listed or has another reason, fails the test.
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
 
+from tools.oracles import NO_JAX, OPTED_OUT, require_jax
 from tools.shardy import Outcome, without_mesh_forms
 from xlapy.frontends.stablehlo import parse_module, print_module
 
-NO_JAX = os.environ.get("XLAPY_NO_JAX") == "1"
-_OPTED_OUT = "XLAPY_NO_JAX=1: the tests that run Shardy (jaxlib) are left out"
-
-needs_shardy = pytest.mark.skipif(NO_JAX, reason=_OPTED_OUT)
+needs_shardy = pytest.mark.skipif(NO_JAX, reason=OPTED_OUT)
 
 
 def require_shardy() -> None:
     """For a test module that runs Shardy: skip it under ``XLAPY_NO_JAX=1``;
     otherwise load jaxlib's Shardy bindings, whose absence is then an error."""
-    if NO_JAX:
-        pytest.skip(_OPTED_OUT, allow_module_level=True)
-    import jax  # noqa: F401
+    require_jax()
     from jaxlib.mlir.dialects import sdy  # noqa: F401
 
 

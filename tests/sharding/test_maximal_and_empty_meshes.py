@@ -21,7 +21,7 @@ from tools.shardy import Outcome, run_isolated
 from xlapy.cli import main
 from xlapy.errors import VerifyError
 from xlapy.frontends.stablehlo import parse_module, print_module
-from xlapy.sharding.propagate import propagate
+from xlapy.sharding import propagate
 
 require_shardy()
 

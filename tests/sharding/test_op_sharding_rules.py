@@ -22,7 +22,8 @@ from xlapy.frontends.stablehlo import parse_module as parse_stablehlo
 from xlapy.hlo import HloInstruction
 from xlapy.hlo.mlir_structure import op_results
 from xlapy.hlo.opcodes import OPCODES
-from xlapy.sharding.op_sharding_rule import (
+from xlapy.sharding.rules import NO_RULE_OPCODES, OP_SHARDING_RULES, USER_RULE_ATTRIBUTE, op_sharding_rule
+from xlapy.sharding.sharding_rule import (
     NULL_DIM,
     FactorType,
     OpShardingRule,
@@ -31,7 +32,6 @@ from xlapy.sharding.op_sharding_rule import (
     parse_op_sharding_rule,
     pointwise_rule,
 )
-from xlapy.sharding.rules import NO_RULE_OPCODES, OP_SHARDING_RULES, USER_RULE_ATTRIBUTE, op_sharding_rule
 from xlapy.syntax import Cursor
 
 DATA = pathlib.Path(__file__).parent / "data" / "op_sharding_rules.txt"
@@ -110,7 +110,7 @@ def test_rule_of_op_read_by_the_stablehlo_frontend(case: Case) -> None:
 
 
 def test_rule_wraps_the_values_of_a_multi_result_op() -> None:
-    # With the frontend's encoding (a tuple-shaped op and one implicit
+    # With the frontend's encoding (a tuple-shaped op and one
     # get-tuple-element per result), the results are those values, in order.
     module = xlapy.parse_hlo("""
 HloModule m
@@ -123,11 +123,8 @@ ENTRY e {
 }""")
     op = next(i for i in module.instructions if i.name == "op")
 
-    class Implicit:
-        implicit = True
-
     for user in op.users:
-        user.mlir = Implicit()
+        user.encodes_mlir_structure = True
     rule = op_sharding_rule(op)
     assert [r.name for r in op_results(op)] == ["r0", "r1"]
     assert rule.result_mappings == (((0,), (1,), (2,)), ((0,), (3,)))

@@ -9,7 +9,7 @@ import pytest
 
 from xlapy.cli import main
 from xlapy.frontends.stablehlo import parse_module, print_module
-from xlapy.sharding.propagate import propagate
+from xlapy.sharding import propagate
 
 PROGRAM = """sdy.mesh @mesh = <["a"=2, "b"=2]>
 func.func @main(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {"b"}]>}, %arg1: tensor<8x8xf32>) -> tensor<8x8xf32> {

@@ -16,7 +16,7 @@ import pytest
 
 from tests.sharding.shardy_oracle import canonical
 from xlapy.frontends.stablehlo import parse_module, print_module, split_input_file
-from xlapy.sharding.propagate import STRATEGIES, propagate
+from xlapy.sharding import STRATEGIES, propagate
 
 DATA = Path(__file__).parent / "data" / "propagation"
 FILES = sorted(p for p in DATA.glob("*.mlir") if not p.name.endswith(".expected.mlir"))

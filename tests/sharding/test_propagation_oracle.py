@@ -29,7 +29,7 @@ from tests.sharding.shardy_oracle import canonical, require_shardy, shardy_outpu
 from tools.shardy import PASSES, Outcome, run_isolated, run_shardy
 from xlapy.errors import UnimplementedError
 from xlapy.frontends.stablehlo import parse_module, print_module
-from xlapy.sharding.propagate import propagate
+from xlapy.sharding import propagate
 from xlapy.sharding.propagation.pipeline import run_pipeline
 
 require_shardy()

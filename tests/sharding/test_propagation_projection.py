@@ -8,7 +8,6 @@ import pytest
 
 from xlapy.sharding.axis_ref import AxisRef
 from xlapy.sharding.mesh import Mesh
-from xlapy.sharding.op_sharding_rule import OpShardingRule
 from xlapy.sharding.propagation.aggressive_factor import AggressiveFactorPropagation
 from xlapy.sharding.propagation.axes import PrefixStatus, axis_list_prefix_status
 from xlapy.sharding.propagation.basic_factor import BasicFactorPropagation, _compatible_major_axes
@@ -19,6 +18,7 @@ from xlapy.sharding.propagation.projection import (
     TensorFactorShardings,
     build_tensor_factor_shardings,
 )
+from xlapy.sharding.sharding_rule import OpShardingRule
 from xlapy.sharding.tensor_sharding import TensorSharding
 
 

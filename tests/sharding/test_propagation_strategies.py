@@ -12,7 +12,7 @@ import pytest
 
 from xlapy.errors import XlapyError
 from xlapy.frontends.stablehlo import parse_module, print_module, split_input_file
-from xlapy.sharding.propagate import STRATEGIES, propagate
+from xlapy.sharding import STRATEGIES, propagate
 
 DATA = Path(__file__).parent / "data" / "propagation"
 CHUNKS = [(f"{path.stem}-{index}", chunk)

@@ -14,7 +14,7 @@ import pytest
 from tests.sharding.shardy_oracle import canonical, require_shardy, shardy_output
 from tools.shardy import PASSES, Outcome, run_isolated
 from xlapy.frontends.stablehlo import parse_module, print_module
-from xlapy.sharding.propagate import propagate
+from xlapy.sharding import propagate
 
 require_shardy()
 

@@ -23,8 +23,6 @@ from xlapy.sharding.verify import (
     verify_value_sharding,
 )
 
-IMPLICIT = SimpleNamespace(implicit=True)
-
 
 def sh(text: str) -> TensorSharding:
     return TensorSharding.parse(text)
@@ -203,7 +201,7 @@ def build_manual_computation(operand_shapes, in_shardings, out_shardings, manual
     else:
         body.root = body.add_instruction(HloInstruction("ret", "tuple", Shape.make_tuple([r.shape for r in returned]),
                                                         returned))
-        body.root.mlir = IMPLICIT
+        body.root.encodes_mlir_structure = True
 
     main = HloComputation("main")
     operands = []
@@ -223,11 +221,11 @@ def build_manual_computation(operand_shapes, in_shardings, out_shardings, manual
         for index, result_shape in enumerate(result_shapes):
             gte = main.add_instruction(HloInstruction(f"gte{index}", "get-tuple-element", result_shape, [mc],
                                                       {"index": index}))
-            gte.mlir = IMPLICIT
+            gte.encodes_mlir_structure = True
             gte.sdy_sharding = sh(out_shardings[index]) if index < len(out_shardings) else None
             gtes.append(gte)
         main.root = main.add_instruction(HloInstruction("ret", "tuple", shape, gtes))
-        main.root.mlir = IMPLICIT
+        main.root.encodes_mlir_structure = True
     module.add_computation(body)
     module.add_computation(main, entry=True)
     module.meshes = {"mesh_name": Mesh.parse('<["data"=2, "model"=2]>'), "other": Mesh.parse('<["data"=2]>')}
@@ -484,10 +482,10 @@ def simple_module():
     for index in range(2):
         gte = main.add_instruction(HloInstruction(f"gte{index}", "get-tuple-element", f32(8, 8), [barrier],
                                                   {"index": index}))
-        gte.mlir = IMPLICIT
+        gte.encodes_mlir_structure = True
         gtes.append(gte)
     main.root = main.add_instruction(HloInstruction("ret", "tuple", barrier.shape, gtes))
-    main.root.mlir = IMPLICIT
+    main.root.encodes_mlir_structure = True
     region = HloComputation("region")
     region_arg = region.add_instruction(HloInstruction("r0", "parameter", f32(8, 8)))
     region_arg.parameter_number = 0
@@ -578,17 +576,19 @@ def test_the_interpreter_loads_sharding_types_but_not_propagation_or_frontends()
     assert out.stdout.split("\n")[:2] == ["[]", "['sdy.manual_computation']"]
 
 
-def test_exported_functions_stay_functions_when_their_submodules_are_loaded():
-    import types
+def test_exported_names_are_their_modules_functions_and_no_submodule_shadows_them():
+    import importlib.util
 
     import xlapy.sharding
-    import xlapy.sharding.op_sharding_rule
-    import xlapy.sharding.propagate
+    import xlapy.sharding.propagation.strategies
+    import xlapy.sharding.sharding_rule
     from xlapy.sharding import STRATEGIES, op_sharding_rule, propagate
-    from xlapy.sharding.propagate import STRATEGIES as strategies
-    from xlapy.sharding.propagate import propagate as propagate_function
+    from xlapy.sharding.propagation.strategies import STRATEGIES as strategies
+    from xlapy.sharding.propagation.strategies import propagate as propagate_function
     from xlapy.sharding.rules import op_sharding_rule as rule_function
 
     assert propagate is propagate_function and op_sharding_rule is rule_function and STRATEGIES is strategies
-    assert not isinstance(xlapy.sharding.propagate, types.ModuleType)
+    assert xlapy.sharding.propagate is propagate_function
+    # An exported name that were also a submodule would be replaced by it once the submodule is imported.
+    assert not [n for n in xlapy.sharding.__all__ if importlib.util.find_spec(f"xlapy.sharding.{n}") is not None]
     assert set(xlapy.sharding.__all__) <= set(dir(xlapy.sharding))

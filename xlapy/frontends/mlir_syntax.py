@@ -808,7 +808,7 @@ def _sdy_readers() -> dict[str, Callable[[Cursor], Attr]]:
         return ObjectAttr(parse_mesh(cursor), lambda m: m.attr())
 
     def rule(cursor: Cursor) -> Attr:
-        from xlapy.sharding.op_sharding_rule import parse_op_sharding_rule
+        from xlapy.sharding.sharding_rule import parse_op_sharding_rule
 
         return ObjectAttr(parse_op_sharding_rule(cursor))
 

@@ -10,11 +10,16 @@ from typing import Any
 import numpy as np
 
 from xlapy.hlo.ir import HloInstruction, HloModule
+from xlapy.hlo.mlir_structure import op_results
 from xlapy.memory import check_bytes, out_of_memory_as_error
 from xlapy.shapes import ELEMENT_TYPES, Shape, TypeKind
 
 # Ops through which an index keeps its meaning.
-_PASS_THROUGH = {"convert", "reshape", "bitcast", "broadcast", "copy", "slice", "concatenate"}
+_PASS_THROUGH = {"convert", "reshape", "bitcast", "broadcast", "copy", "slice", "concatenate",
+                 "stablehlo.convert", "stablehlo.broadcast_in_dim"}
+# Ops whose operand 0 picks one of their computations, an out-of-range index
+# running the last one (a pred operand needs no bound).
+_BRANCH_INDEXED = {"conditional", "stablehlo.case"}
 
 
 def index_bound(parameter: HloInstruction) -> int | None:
@@ -33,6 +38,10 @@ def index_bound(parameter: HloInstruction) -> int | None:
                 bounds.append(bound)
             if user.opcode in _PASS_THROUGH:
                 pending.append(user)
+            elif user.opcode == "stablehlo.optimization_barrier":
+                # Each operand passes through to the result at its position.
+                results = op_results(user)
+                pending.extend(results[i] for i, o in enumerate(user.operands) if o is value and i < len(results))
     return min(bounds) if bounds else None
 
 
@@ -50,7 +59,7 @@ def _bound_for(user: HloInstruction, value: HloInstruction) -> int | None:
         return min((dims[d] - sizes[d] + 1 for d in user.attr("start_index_map", ())), default=None)
     if user.opcode == "scatter" and positions == [(len(user.operands) - 1) // 2]:
         return min((dims[d] for d in user.attr("scatter_dims_to_operand_dims", ())), default=None)
-    if user.opcode == "conditional" and 0 in positions:
+    if user.opcode in _BRANCH_INDEXED and 0 in positions:
         return len(user.called_computations)
     return None
 

@@ -46,6 +46,10 @@ class HloInstruction:
         self.literal: Any = None
         # Shardy sharding of the value, if any.
         self.sdy_sharding: TensorSharding | None = None
+        # Whether it only encodes MLIR structure (a result of a multi-result
+        # op, the tuple a region returns) rather than being an op of the
+        # program; see ``xlapy.hlo.mlir_structure``.
+        self.encodes_mlir_structure = False
         # How the StableHLO frontend prints this op (None for HLO text and
         # instructions passes create); see ``xlapy.hlo.mlir_structure``.
         self.mlir: InstructionSource | None = None
@@ -109,6 +113,7 @@ class HloInstruction:
                               self.called_computations)
         copy.parameter_number, copy.literal = self.parameter_number, self.literal
         copy.sdy_sharding = self.sdy_sharding
+        copy.encodes_mlir_structure = self.encodes_mlir_structure
         return copy
 
     # -- views --------------------------------------------------------------

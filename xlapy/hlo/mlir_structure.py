@@ -6,24 +6,28 @@ therefore maps an op with several results (or none) to a tuple-shaped
 instruction followed by one ``get-tuple-element`` per result, and a function
 or region returning several values (or one value of an enclosing
 computation) to a root ``tuple``. Those instructions only encode the MLIR
-structure: they are not ops of the program and are not printed back.
+structure: they are not ops of the program and are not printed back. That is
+a fact of the IR, ``HloInstruction.encodes_mlir_structure``, which the
+frontend sets, ``clone`` copies, and ``encodes_mlir_structure`` reads; how
+many values an op or a region produces follows from it (``op_results``,
+``region_results``, and for values ``region_result_values``, ``op_value``).
 
-The frontend marks them in the record it keeps of how each instruction,
-computation and module was written (``instr.mlir``, ``computation.mlir``,
-``module.mlir``). The records' base classes are declared here so that the IR
-can type those fields, and passes that edit the program (sharding
+The frontend also keeps a record of how each instruction, computation and
+module was written (``instr.mlir``, ``computation.mlir``, ``module.mlir``),
+only to print them back. The records' base classes are declared here so that
+the IR can type those fields, and passes that edit the program (sharding
 propagation adds, copies and renames ops and functions) can keep the records
 in step, without depending on the frontend. Passes reach an instruction's
 record through ``source_of`` (which stands in for a missing one) and
-``copy_source``; ``encodes_mlir_structure`` is the one place that reads the
-mark.
+``copy_source``. Nothing but printing depends on a record: dropping one
+changes how the program is printed, not what it means.
 """
 
 from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 if TYPE_CHECKING:
     from xlapy.hlo.ir import HloComputation, HloInstruction
@@ -48,12 +52,8 @@ class InstructionSource:
     the instruction, or drop it (the frontend then prints the instruction
     from its opcode and attributes), and edit it only through the methods
     below, whose defaults leave a record that is not of an op (a block
-    argument, a value of a multi-result op) as it is. The one structural fact
-    passes read is ``implicit``: the instruction only encodes MLIR structure
-    (a result's ``get-tuple-element``, a root ``tuple``), see
-    ``encodes_mlir_structure``."""
-
-    implicit: bool = False
+    argument) as it is. The record holds nothing the program's meaning
+    depends on."""
 
     def describe(self) -> str | None:
         """How messages name it as written: the op and its first result
@@ -157,7 +157,7 @@ def encodes_mlir_structure(instr: HloInstruction) -> bool:
     """Whether ``instr`` only encodes MLIR structure (a result of a
     multi-result op, the tuple of values a function or region returns)
     rather than being an op of the program."""
-    return instr.mlir is not None and instr.mlir.implicit
+    return instr.encodes_mlir_structure
 
 
 def op_results(instr: HloInstruction) -> list[HloInstruction]:
@@ -169,12 +169,29 @@ def op_results(instr: HloInstruction) -> list[HloInstruction]:
     return sorted(results, key=lambda user: user.attributes["index"])
 
 
+def _returns_a_tuple_of_values(computation: HloComputation) -> bool:
+    root = computation.root
+    return root is not None and root.opcode == "tuple" and encodes_mlir_structure(root)
+
+
 def region_results(computation: HloComputation) -> list[HloInstruction]:
     """The values a function or region returns, in order: the operands of the
     root tuple that encodes a return of several values, else the root."""
     root = computation.root
     if root is None:
         return []
-    if root.opcode == "tuple" and encodes_mlir_structure(root):
-        return list(root.operands)
-    return [root]
+    return list(root.operands) if _returns_a_tuple_of_values(computation) else [root]
+
+
+def region_result_values(computation: HloComputation, value: Any) -> tuple:
+    """What ``region_results`` is for values: the values ``computation``
+    returns, given ``value``, the value of its root (a tuple of them when the
+    root encodes a return of several values)."""
+    return tuple(value) if _returns_a_tuple_of_values(computation) else (value,)
+
+
+def op_value(values: tuple) -> Any:
+    """The value of an op that produces ``values`` (the opposite of
+    ``region_result_values``): the one value of an op of one result, else
+    their tuple (an op of several results, or none)."""
+    return values[0] if len(values) == 1 else values

@@ -5,15 +5,41 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from xlapy.errors import XlapyError
 from xlapy.hlo.attribute_order import attribute_rank
 from xlapy.hlo.attributes import is_default, print_attribute, quote
 from xlapy.hlo.literal import format_literal
+from xlapy.hlo.mlir_structure import source_of
+from xlapy.hlo.opcodes import OPCODES
 
 if TYPE_CHECKING:  # the IR's to_text() calls this printer
     from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
 
 
+class NotHloError(XlapyError):
+    """A module that HLO text cannot express: it holds an op HLO has no
+    opcode for (a StableHLO form such as ``stablehlo.while``, a Shardy op, an
+    op of another MLIR dialect), so the text would not read back."""
+
+
+def _check_printable(instruction: HloInstruction) -> None:
+    # Every instruction of HLO's opcodes prints faithfully, those that encode
+    # MLIR's several results or returns too (HLO's ``tuple`` and
+    # ``get-tuple-element`` mean the same); only the regions of StableHLO's
+    # control flow use values of enclosing computations, and those ops are
+    # refused here anyway.
+    if instruction.opcode in OPCODES:
+        return
+    written = source_of(instruction).describe() or instruction.opcode
+    where = f" of {instruction.parent.name}" if instruction.parent is not None else ""
+    raise NotHloError(f"cannot print {written} (instruction {instruction.name}{where}) as HLO text: HLO has no "
+                      f"opcode {instruction.opcode}; the module is StableHLO, print it with the StableHLO printer "
+                      "(xlapy.frontends.stablehlo.print_module)")
+
+
 def print_instruction(instruction: HloInstruction) -> str:
+    """The instruction's line of HLO text; a ``NotHloError`` for an op HLO has no opcode for."""
+    _check_printable(instruction)
     if instruction.opcode == "parameter":
         inside = str(instruction.parameter_number)
     elif instruction.opcode == "constant":
@@ -70,7 +96,11 @@ def print_computation(computation: HloComputation) -> str:
 
 
 def print_module(module: HloModule) -> str:
-    """The module as ``HloModule::ToString`` prints it, blank lines included."""
+    """The module as ``HloModule::ToString`` prints it, blank lines included;
+    a ``NotHloError`` for a module holding an op HLO has no opcode for."""
+    for computation in module.computations:
+        for instruction in computation.instructions:
+            _check_printable(instruction)
     attributes = dict(module.attributes)
     if "entry_computation_layout" not in attributes and module.entry is not None:
         attributes = _with_entry_layout(attributes, module.entry)

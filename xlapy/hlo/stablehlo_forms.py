@@ -29,8 +29,10 @@ file: shape inference (``xlapy.hlo.shape_rules.stablehlo``), the interpreter
 (``xlapy.interpreter``: control_flow, data_movement, collectives,
 elementwise, random), sharding rules (``xlapy.sharding.rules``) and
 propagation's data-flow edges (``xlapy.sharding.propagation.graph``).
-Indexing and code generation have no rules for them and refuse them as any
-opcode they do not know.
+Indexing has no rules for them: as for any opcode without one, every operand
+gets an undefined map (as XLA's indexing analysis gives an op it does not
+know). Code generation has none either and refuses them, as it refuses any
+opcode it cannot emit.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import numpy as np
 
 from xlapy.errors import XlapyError
 from xlapy.hlo.ir import while_condition_and_body
-from xlapy.hlo.mlir_structure import encodes_mlir_structure
+from xlapy.hlo.mlir_structure import op_value, region_result_values
 from xlapy.interpreter.registry import rule
 from xlapy.interpreter.sharding_ops import hlo_manual_call, run_hlo_manual_call
 
@@ -35,29 +35,17 @@ def _while(instr, operands, ev):
     return state
 
 
-def _region_values(region, value) -> tuple:
-    """The values a region returns, from the value of its root (a tuple
-    when the root only encodes a return of several values)."""
-    root = region.root
-    return tuple(value) if root.opcode == "tuple" and encodes_mlir_structure(root) else (value,)
-
-
-def _op_value(values: tuple):
-    # An op of one result has that value; of several (or none), their tuple.
-    return values[0] if len(values) == 1 else values
-
-
 @rule("stablehlo.while")
 def _stablehlo_while(instr, operands, ev):
     # One operand, condition parameter and body parameter per loop value.
     condition, body = instr.called_computations
     state = tuple(operands)
     done = 0
-    while _holds(_region_values(condition, ev.call(condition, *state))[0]):
+    while _holds(region_result_values(condition, ev.call(condition, *state))[0]):
         _count_iteration(instr, ev, done)
-        state = _region_values(body, ev.call(body, *state))
+        state = region_result_values(body, ev.call(body, *state))
         done += 1
-    return _op_value(state)
+    return op_value(state)
 
 
 @rule("conditional")
@@ -72,7 +60,7 @@ def _stablehlo_case(instr, operands, ev):
     # The branches take no parameters: they use their enclosing computations' values.
     chosen = _branch(np.asarray(operands[0]), len(instr.called_computations))
     branch = instr.called_computations[chosen]
-    return _op_value(_region_values(branch, ev.call(branch)))
+    return op_value(region_result_values(branch, ev.call(branch)))
 
 
 def _branch(selector: np.ndarray, count: int) -> int:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 import xlapy.sharding.verify  # noqa: F401  (registers its check of manual computations with the HLO verifier)
 from xlapy.errors import UnimplementedError, XlapyError
+from xlapy.hlo.mlir_structure import op_value, region_result_values
 from xlapy.interpreter.registry import rule
 from xlapy.interpreter.spmd import DeviceLayout, Meeting, run_devices
 from xlapy.shapes import Shape
@@ -45,17 +47,10 @@ def _sharding_group(instr, operands, ev):
     return operands[0] if instr.attributes.get("has_result") else ()
 
 
-def _results(value, shape: Shape) -> list:
-    """The body's results as a list (a one-result body may end in a one-element tuple)."""
-    if shape.is_tuple:
-        return list(value)
-    return [value[0] if isinstance(value, tuple) and len(value) == 1 else value]
-
-
 @rule("sdy.named_computation")
 def _named_computation(instr, operands, ev):
-    results = _results(ev.call(instr.called_computations[0], *operands), instr.shape)
-    return tuple(results) if instr.shape.is_tuple else results[0]
+    body = instr.called_computations[0]
+    return op_value(region_result_values(body, ev.call(body, *operands)))
 
 
 # -- manual_computation ---------------------------------------------------------------------------------
@@ -174,9 +169,10 @@ def _has_collectives(computation, seen: set[int] | None = None) -> bool:
 
 
 def simulate(instr, body, operands: list, ins: list, outs: list, mesh, manual_axes: tuple[str, ...],
-             shapes: list[Shape], ev) -> list:
+             shapes: list[Shape], ev, results_of: Callable[[Any], tuple]) -> list:
     """The global results of running ``body`` on each device of ``manual_axes``
-    (operands split per ``ins``, results of global ``shapes`` joined per ``outs``)."""
+    (operands split per ``ins``, results of global ``shapes`` joined per ``outs``);
+    ``results_of`` turns the value of the body into its results."""
     if ev.meeting is not None:
         raise UnimplementedError(f"manual computation {instr.name} inside another manual computation")
     if len(ins) != len(operands):
@@ -188,11 +184,10 @@ def simulate(instr, body, operands: list, ins: list, outs: list, mesh, manual_ax
     devices = [(0, i) for i in blocks.ids]
     meeting = Meeting(len(devices)) if len(devices) > 1 and _has_collectives(body) else None
     simulated = frozenset(devices)
-    body_shape = body.root.shape
 
     def task(k: int):
         device_ev = ev.for_device(blocks.layout, devices[k], meeting, simulated)
-        return lambda: _results(device_ev.call(body, *[blocks_of[k] for blocks_of in per_operand]), body_shape)
+        return lambda: results_of(device_ev.call(body, *[blocks_of[k] for blocks_of in per_operand]))
 
     per_device = run_devices([task(k) for k in range(len(devices))], meeting)
     return [blocks.assemble([r[j] for r in per_device], outs[j], shape, f"result {j}")
@@ -204,8 +199,10 @@ def _manual_computation(instr, operands, ev):
     ins = list(instr.attributes.get("in_shardings", ()))
     outs = _out_shardings(instr)
     shapes = list(instr.shape.tuple_shapes) if instr.shape.is_tuple else [instr.shape]
-    results = simulate(instr, instr.called_computations[0], list(operands), ins, outs, _mesh(instr, ins + outs),
-                       tuple(instr.attributes.get("manual_axes", ())), shapes, ev)
+    body = instr.called_computations[0]
+    results = simulate(instr, body, list(operands), ins, outs, _mesh(instr, ins + outs),
+                       tuple(instr.attributes.get("manual_axes", ())), shapes, ev,
+                       lambda value: region_result_values(body, value))
     return tuple(results) if instr.shape.is_tuple else results[0]
 
 
@@ -310,5 +307,7 @@ def run_hlo_manual_call(call, operands: list, ev):
     if mesh is None:
         raise XlapyError(f"manual computation {call.name} has no shardings to name its mesh")
     shapes = list(end.shape.tuple_shapes) if end.shape.is_tuple else [end.shape]
-    results = simulate(call, call.called_computations[0], operands, ins, outs, mesh, tuple(axes), shapes, ev)
+    # An HLO call has one value: its results are the elements of a tuple.
+    results = simulate(call, call.called_computations[0], operands, ins, outs, mesh, tuple(axes), shapes, ev,
+                       lambda value: tuple(value) if call.shape.is_tuple else (value,))
     return tuple(results) if call.shape.is_tuple else results[0]

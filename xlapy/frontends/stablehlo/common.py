@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from xlapy.frontends.mlir_syntax import TensorType, TokenType, TupleType, Type
-from xlapy.frontends.stablehlo_ops.records import ArgRecord, ImplicitRecord, OpRecord
+from xlapy.frontends.stablehlo_ops.records import ArgRecord, OpRecord
 from xlapy.hlo import HloInstruction
+from xlapy.hlo.mlir_structure import encodes_mlir_structure
 from xlapy.shapes import Shape
 
 
@@ -15,7 +16,7 @@ def stored_type(value: HloInstruction) -> Type | None:
         return record.type
     if isinstance(record, OpRecord) and len(record.result_types) == 1:
         return record.result_types[0]
-    if isinstance(record, ImplicitRecord) and value.opcode == "get-tuple-element" and value.operands:
+    if encodes_mlir_structure(value) and value.opcode == "get-tuple-element" and value.operands:
         parent = value.operands[0].mlir
         index = value.attributes.get("index", 0)
         if isinstance(parent, OpRecord) and index < len(parent.result_types):

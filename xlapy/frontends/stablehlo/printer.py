@@ -34,6 +34,15 @@ from xlapy.frontends.stablehlo_ops.records import (
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
 from xlapy.hlo.mlir_structure import encodes_mlir_structure, op_results, region_results
 
+# The records that keep where their text was (``loc(...)``).
+Located = OpRecord | ArgRecord | TerminatorRecord | FuncRecord | MeshRecord | ModuleRecord
+
+
+def _written(value: HloInstruction) -> OpRecord | ArgRecord | None:
+    """The record of the op or argument ``value`` was written as, if any."""
+    record = value.mlir
+    return record if isinstance(record, OpRecord | ArgRecord) else None
+
 
 class Printer:
     """Writes one module; op specs call ``use``, ``functional``, ``attr_dict``,
@@ -64,13 +73,18 @@ class Printer:
             self.synthesized[id(instr)] = cached
         return cached
 
-    def location(self, record: Any) -> str:
+    def location(self, record: Located | None) -> str:
         """`` loc(...)`` of a record, or nothing."""
-        location = getattr(record, "location", None)
+        location = record.location if record is not None else None
         return f" {location}" if location and self.locations else ""
 
+    def value_location(self, value: HloInstruction) -> str:
+        """`` loc(...)`` of an op or argument as written, or nothing."""
+        return self.location(_written(value))
+
     def has_location(self, instr: HloInstruction) -> bool:
-        return bool(getattr(instr.mlir, "location", None))
+        record = _written(instr)
+        return record is not None and bool(record.location)
 
     def op_name(self, instr: HloInstruction) -> str:
         name = self.record(instr).name
@@ -145,7 +159,7 @@ class Printer:
         return (" attributes " if keyword else " ") + text
 
     def arg_decl(self, param: HloInstruction) -> str:
-        return f"{self.use(param)}: {self.value_type(param)}{self.location(param.mlir)}"
+        return f"{self.use(param)}: {self.value_type(param)}{self.value_location(param)}"
 
     def region(self, region: HloComputation, label: bool) -> str:
         """``{`` [``^bb0(args):``] ops terminator ``}`` at the current indentation."""
@@ -237,7 +251,7 @@ class Printer:
                 attrs["sdy.sharding"] = ObjectAttr(param.sdy_sharding)
             attr_text = format_attr_dict(attrs)
             args.append(f"{self.use(param)}: {self.value_type(param)}" + (f" {attr_text}" if attr_text else "")
-                        + self.location(param.mlir))
+                        + self.value_location(param))
         results = []
         returned = region_results(function)
         any_attrs = False
@@ -363,6 +377,13 @@ class Printer:
                 if sum(n for _, n in groups) != len(results):
                     groups = [(fresh(), len(results))] if results else []
                 self.assign_names(instr, results, groups)
+        for computation in regions:
+            for instr in computation.instructions:
+                if instr.opcode == "stablehlo.while" and len(instr.called_computations) == 2:
+                    # Its pretty form declares the iteration arguments once, for the condition and the body.
+                    cond, body = instr.called_computations
+                    for cond_param, body_param in zip(cond.parameters, body.parameters):
+                        self.names[id(body_param)] = self.names[id(cond_param)]
 
     def assign_names(self, instr: HloInstruction, results: list[HloInstruction],
                      groups: list[tuple[str, int]]) -> None:

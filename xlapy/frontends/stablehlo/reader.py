@@ -42,7 +42,6 @@ from xlapy.frontends.stablehlo_ops.drafts import ArgDecl, OpDraft
 from xlapy.frontends.stablehlo_ops.records import (
     ArgRecord,
     FuncRecord,
-    ImplicitRecord,
     MeshRecord,
     ModuleRecord,
     OpRecord,
@@ -848,12 +847,12 @@ def _shape_of_results(types: list[Type], parser: Reader, pos: int) -> Shape:
 
 
 def _add_result_elements(computation: HloComputation, instr: HloInstruction, count: int) -> list[HloInstruction]:
-    """One implicit get-tuple-element per result of a multi-result op."""
+    """One get-tuple-element per result of a multi-result op, encoding MLIR's several results."""
     elements = []
     for index in range(count):
         element = HloInstruction("get-tuple-element", "get-tuple-element", instr.shape.tuple_shapes[index], [instr],
                                  {"index": index})
-        element.mlir = ImplicitRecord()
+        element.encodes_mlir_structure = True
         computation.add_instruction(element)
         elements.append(element)
     return elements
@@ -864,6 +863,6 @@ def _set_root(computation: HloComputation, values: list[HloInstruction]) -> None
         computation.root = values[0]
         return
     root = HloInstruction("tuple", "tuple", Shape.make_tuple([v.shape for v in values]), values)
-    root.mlir = ImplicitRecord()
+    root.encodes_mlir_structure = True
     computation.add_instruction(root)
     computation.root = root

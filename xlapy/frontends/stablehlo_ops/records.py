@@ -66,14 +66,6 @@ class OpRecord(InstructionSource):
 
 
 @dataclass
-class ImplicitRecord(InstructionSource):
-    """Marks an instruction the frontend added for the HLO encoding of MLIR
-    (a result's get-tuple-element, a root tuple): it is not printed."""
-
-    implicit: bool = True
-
-
-@dataclass
 class ArgRecord(InstructionSource):
     """A function or block argument (a ``parameter`` instruction)."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from xlapy.frontends.mlir_syntax import Attr, IntegerAttr, Type
+from xlapy.frontends.mlir_syntax import Attr, IntegerAttr, StringAttr, SymbolRefAttr, Type
 from xlapy.frontends.stablehlo_ops.common import I32, I64, enum_attr, i64_array
 from xlapy.frontends.stablehlo_ops.records import OpRecord
 from xlapy.hlo import HloInstruction
@@ -75,6 +75,8 @@ _ATTRIBUTES: dict[str, Callable[[HloInstruction], dict[str, Attr]]] = {
     "dot": _dot,
     "slice": _slice,
     "compare": _compare,
+    "call": lambda i: {"callee": SymbolRefAttr((i.called_computations[0].name,))} if i.called_computations else {},
+    "sdy.named_computation": lambda i: {"name": StringAttr(str(i.attributes.get("name", "")))},
 }
 
 

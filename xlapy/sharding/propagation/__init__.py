@@ -1,1 +1,2 @@
-"""Shardy's sharding propagation on xlapy's HLO IR (see ``xlapy.sharding.propagate``)."""
+"""Shardy's sharding propagation on xlapy's HLO IR; its entry point is
+``strategies.propagate``, exported as ``xlapy.sharding.propagate``."""

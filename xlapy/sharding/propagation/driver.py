@@ -27,7 +27,6 @@ from typing import Any
 from xlapy.hlo import HloInstruction
 from xlapy.hlo.mlir_structure import region_results
 from xlapy.sharding.mesh import Mesh
-from xlapy.sharding.op_sharding_rule import OpShardingRule
 from xlapy.sharding.propagation import dce
 from xlapy.sharding.propagation.basic_factor import BasicFactorPropagation
 from xlapy.sharding.propagation.directions import Direction, DirectionFn, propagate_any
@@ -43,6 +42,7 @@ from xlapy.sharding.propagation.graph import (
 from xlapy.sharding.propagation.groups import ShardingGroups
 from xlapy.sharding.propagation.projection import ShardingProjection
 from xlapy.sharding.propagation.rules import dims_of, identity_rule
+from xlapy.sharding.sharding_rule import OpShardingRule
 from xlapy.sharding.tensor_sharding import TensorSharding
 
 # As MLIR's greedy driver: sweeps over the whole program before giving up.

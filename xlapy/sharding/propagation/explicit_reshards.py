@@ -26,13 +26,13 @@ from xlapy.errors import UnimplementedError
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
 from xlapy.hlo.mlir_structure import encodes_mlir_structure, op_results, source_of
 from xlapy.sharding.mesh import Mesh
-from xlapy.sharding.op_sharding_rule import OpShardingRule
 from xlapy.sharding.propagation import ir_edits
 from xlapy.sharding.propagation.axes import erase_manual_axes
 from xlapy.sharding.propagation.explicit_reshards_dot import dot_result_factor_axes, element_count
 from xlapy.sharding.propagation.explicit_reshards_factors import common_factor_axes
 from xlapy.sharding.propagation.projection import ShardingProjection, TensorFactorShardings
 from xlapy.sharding.rules.lookup import op_sharding_rule
+from xlapy.sharding.sharding_rule import OpShardingRule
 from xlapy.sharding.tensor_sharding import TensorSharding
 from xlapy.sharding.values import region_owners
 

@@ -16,8 +16,8 @@ from math import prod
 
 from xlapy.hlo import HloInstruction
 from xlapy.sharding.axis_ref import AxisRef
-from xlapy.sharding.op_sharding_rule import OpShardingRule
 from xlapy.sharding.propagation.projection import ShardingProjection
+from xlapy.sharding.sharding_rule import OpShardingRule
 
 
 def element_count(value: HloInstruction) -> int:

@@ -28,7 +28,6 @@ from itertools import pairwise
 
 from xlapy.sharding.axis_ref import AxisRef
 from xlapy.sharding.mesh import Mesh
-from xlapy.sharding.op_sharding_rule import FactorType, OpShardingRule
 from xlapy.sharding.propagation.axes import (
     PrefixStatus,
     add_axis_or_merge,
@@ -38,6 +37,7 @@ from xlapy.sharding.propagation.axes import (
     total_size,
 )
 from xlapy.sharding.propagation.projection import ShardingProjection, TensorFactorShardings
+from xlapy.sharding.sharding_rule import FactorType, OpShardingRule
 
 Axes = tuple[AxisRef, ...]
 

@@ -36,10 +36,10 @@ from xlapy.errors import VerifyError
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
 from xlapy.hlo.mlir_structure import encodes_mlir_structure, op_results, region_results
 from xlapy.sharding.mesh import Mesh
-from xlapy.sharding.op_sharding_rule import OpShardingRule
 from xlapy.sharding.propagation.axes import add_free_axes, erase_manual_axes
 from xlapy.sharding.propagation.call_graph import functions, is_func_call
 from xlapy.sharding.propagation.rules import dims_of, identity_rule, is_elementwise, rule_of
+from xlapy.sharding.sharding_rule import OpShardingRule
 from xlapy.sharding.tensor_sharding import TensorSharding
 from xlapy.sharding.values import region_owners
 from xlapy.sharding.verify import describe

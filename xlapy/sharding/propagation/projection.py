@@ -24,8 +24,8 @@ from math import gcd
 
 from xlapy.sharding.axis_ref import AxisRef
 from xlapy.sharding.mesh import Mesh
-from xlapy.sharding.op_sharding_rule import OpShardingRule, TensorMapping
 from xlapy.sharding.propagation.axes import add_axis_or_merge, is_strict_prefix
+from xlapy.sharding.sharding_rule import OpShardingRule, TensorMapping
 from xlapy.sharding.tensor_sharding import DimensionSharding, TensorSharding
 
 

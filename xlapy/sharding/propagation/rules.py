@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from xlapy.hlo import HloInstruction
-from xlapy.sharding.op_sharding_rule import OpShardingRule, pointwise_rule
 from xlapy.sharding.rules.elementwise import HLO_ONLY_POINTWISE_OPCODES, POINTWISE_OPCODES
 from xlapy.sharding.rules.lookup import op_sharding_rule
+from xlapy.sharding.sharding_rule import OpShardingRule, pointwise_rule
 
 # Ops with the MLIR ``Elementwise`` trait (or broadcasting elementwise): the
 # aggressive strategy treats them specially and op-priority propagation

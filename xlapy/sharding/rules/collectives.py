@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xlapy.hlo import HloInstruction
-from xlapy.sharding.op_sharding_rule import NULL_DIM, FactorType, OpShardingRule
 from xlapy.sharding.rules.elementwise import pointwise
 from xlapy.sharding.rules.registry import (
     attr,
@@ -20,6 +19,7 @@ from xlapy.sharding.rules.registry import (
     result_dims,
     rule_for,
 )
+from xlapy.sharding.sharding_rule import NULL_DIM, FactorType, OpShardingRule
 
 depends_only_on_form("all-reduce", "collective-permute", "collective-broadcast", "all-gather", "reduce-scatter",
                      "all-to-all", "stablehlo.all_to_all")

@@ -8,7 +8,6 @@ import re
 
 from xlapy.errors import VerifyError
 from xlapy.hlo import HloInstruction
-from xlapy.sharding.op_sharding_rule import NULL_DIM, FactorType, OpShardingRule, OpShardingRuleBuilder
 from xlapy.sharding.rules.registry import (
     builder,
     depends_only_on_form,
@@ -18,6 +17,7 @@ from xlapy.sharding.rules.registry import (
     rule_for,
     word,
 )
+from xlapy.sharding.sharding_rule import NULL_DIM, FactorType, OpShardingRule, OpShardingRuleBuilder
 
 depends_only_on_form("convolution")
 

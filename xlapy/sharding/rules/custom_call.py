@@ -5,10 +5,10 @@ targets have none. (A rule the user attached to the op wins over these; see
 from __future__ import annotations
 
 from xlapy.hlo import HloInstruction
-from xlapy.sharding.op_sharding_rule import NULL_DIM, FactorType, OpShardingRule
 from xlapy.sharding.rules.elementwise import pointwise
 from xlapy.sharding.rules.misc import top_k
 from xlapy.sharding.rules.registry import builder, operand_dims, result_dims, rule_for, word
+from xlapy.sharding.sharding_rule import NULL_DIM, FactorType, OpShardingRule
 
 # Targets whose results must not be given a rule (host callbacks, kernels
 # Shardy cannot see into).

@@ -8,7 +8,6 @@ from collections.abc import Callable, Sequence
 from math import gcd, prod
 
 from xlapy.hlo import HloInstruction
-from xlapy.sharding.op_sharding_rule import NULL_DIM, FactorType, OpShardingRule
 from xlapy.sharding.rules.registry import (
     builder,
     depends_only_on_form,
@@ -19,6 +18,7 @@ from xlapy.sharding.rules.registry import (
     result_dims,
     rule_for,
 )
+from xlapy.sharding.sharding_rule import NULL_DIM, FactorType, OpShardingRule
 
 no_rule("iota", "constant")
 # Not concatenate (it looks at the ops defining its operands) nor scatter

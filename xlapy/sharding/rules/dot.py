@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from xlapy.hlo import HloInstruction
-from xlapy.sharding.op_sharding_rule import NULL_DIM, FactorType, OpShardingRule
 from xlapy.sharding.rules.registry import builder, depends_only_on_form, ints, operand_dims, rule_for
+from xlapy.sharding.sharding_rule import NULL_DIM, FactorType, OpShardingRule
 
 depends_only_on_form("dot")
 

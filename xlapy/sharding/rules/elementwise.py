@@ -5,8 +5,8 @@ bitcast-convert, which may add or drop a minor dimension."""
 from __future__ import annotations
 
 from xlapy.hlo import HloInstruction
-from xlapy.sharding.op_sharding_rule import NULL_DIM, FactorType, OpShardingRule, pointwise_rule
 from xlapy.sharding.rules.registry import builder, depends_only_on_form, operand_dims, result_dims, rule_for
+from xlapy.sharding.sharding_rule import NULL_DIM, FactorType, OpShardingRule, pointwise_rule
 
 # The StableHLO elementwise ops (in XLA's spelling) Shardy builds a pointwise
 # rule for, and the sharding constraint, which keeps its operand's shape.

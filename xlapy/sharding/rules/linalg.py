@@ -5,7 +5,6 @@ replication."""
 from __future__ import annotations
 
 from xlapy.hlo import HloInstruction
-from xlapy.sharding.op_sharding_rule import NULL_DIM, FactorType, OpShardingRule
 from xlapy.sharding.rules.registry import (
     bool_attr,
     builder,
@@ -16,6 +15,7 @@ from xlapy.sharding.rules.registry import (
     rule_for,
     word,
 )
+from xlapy.sharding.sharding_rule import NULL_DIM, FactorType, OpShardingRule
 
 depends_only_on_form("cholesky", "triangular-solve", "fft")
 

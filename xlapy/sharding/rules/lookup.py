@@ -10,7 +10,6 @@ import re
 
 from xlapy.hlo import HloInstruction
 from xlapy.hlo.attributes import read_string
-from xlapy.sharding.op_sharding_rule import OpShardingRule
 from xlapy.sharding.rules import (  # noqa: F401  (each module registers its rules)
     collectives,
     control_flow,
@@ -31,6 +30,7 @@ from xlapy.sharding.rules.registry import (
     has_only_arrays,
     result_dims,
 )
+from xlapy.sharding.sharding_rule import OpShardingRule
 from xlapy.syntax import Cursor
 
 # Where a StableHLO program carries a rule of the user's own (the custom

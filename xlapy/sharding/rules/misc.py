@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from xlapy.hlo import HloInstruction
-from xlapy.sharding.op_sharding_rule import NULL_DIM, FactorType, OpShardingRule
 from xlapy.sharding.rules.registry import (
     builder,
     depends_only_on_form,
@@ -14,6 +13,7 @@ from xlapy.sharding.rules.registry import (
     result_dims,
     rule_for,
 )
+from xlapy.sharding.sharding_rule import NULL_DIM, FactorType, OpShardingRule
 
 # Ops Shardy leaves without a rule: they have no tensor to shard, or their
 # results do not follow their operands' dimensions.

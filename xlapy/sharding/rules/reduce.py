@@ -5,8 +5,8 @@ from __future__ import annotations
 from xlapy.errors import VerifyError
 from xlapy.hlo import HloInstruction
 from xlapy.hlo.attributes import WindowDimension
-from xlapy.sharding.op_sharding_rule import NULL_DIM, FactorType, OpShardingRule
 from xlapy.sharding.rules.registry import attr, builder, depends_only_on_form, ints, operand_dims, result_dims, rule_for
+from xlapy.sharding.sharding_rule import NULL_DIM, FactorType, OpShardingRule
 
 depends_only_on_form("reduce", "reduce-window", "select-and-scatter")
 

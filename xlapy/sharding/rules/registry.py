@@ -11,7 +11,7 @@ from typing import Any
 from xlapy.errors import VerifyError
 from xlapy.hlo import HloInstruction
 from xlapy.registry import registrar
-from xlapy.sharding.op_sharding_rule import OpShardingRule, OpShardingRuleBuilder
+from xlapy.sharding.sharding_rule import OpShardingRule, OpShardingRuleBuilder
 
 RuleFn = Callable[..., "OpShardingRule | None"]
 
