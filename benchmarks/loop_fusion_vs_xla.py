@@ -48,8 +48,9 @@ from rich.table import Table
 import xlapy
 from tools.compare import leaves
 from tools.loop_fusion_compare import NAN_MISMATCH, max_ulp_difference, random_arguments, result_element_types
-from tools.loop_fusion_corpus import CORPUS, GELU_SHAPE, clear_memory_cache_function, gelu_text
+from tools.loop_fusion_corpus import CORPUS, GELU_SHAPE, gelu_text
 from tools.xla_reference import unfused_text
+from xlapy.runtime.kernel_cache import clear_memory_cache
 
 # The rows of GELU checked against the interpreter (it is elementwise, so a
 # slice of the input gives the same slice of the output).
@@ -167,27 +168,18 @@ def fresh_process_compile(case: Case, directory: Path) -> float:
 
 def compile_xlapy(case: Case, result: Result, cache_root: Path):
     """Compile three times (cold, from disk, from memory), recording the times."""
-    compile_ = getattr(xlapy, "compile", None)
-    if compile_ is None:
-        raise SystemExit("xlapy.compile does not exist yet: nothing to benchmark")
-    clear = clear_memory_cache_function()
     directory = cache_root / case.name.replace(" ", "_")
     directory.mkdir()
     # Read by the kernel cache at every compile, so a fresh directory per case is a cold disk cache.
     os.environ["XLAPY_CACHE_DIR"] = str(directory)
-    if clear is not None:
-        clear()
-    result.cold, executable = _timed(lambda: compile_(xlapy.parse_hlo(case.text), backend="cpu"))
+    clear_memory_cache()
+    result.cold, executable = _timed(lambda: xlapy.compile(xlapy.parse_hlo(case.text), backend="cpu"))
     entries = sum(1 for p in directory.rglob("*") if p.is_file())
     if entries == 0:
         result.notes.append(f"the cold compile wrote nothing into $XLAPY_CACHE_DIR ({directory})")
-    if clear is None:
-        result.notes.append("no clear_memory_cache() in xlapy.codegen or xlapy.runtime: the cached compile "
-                            "time is not measured")
-    else:
-        clear()
-        result.cached, _ = _timed(lambda: compile_(xlapy.parse_hlo(case.text), backend="cpu"))
-    result.warm, _ = _timed(lambda: compile_(xlapy.parse_hlo(case.text), backend="cpu"))
+    clear_memory_cache()
+    result.cached, _ = _timed(lambda: xlapy.compile(xlapy.parse_hlo(case.text), backend="cpu"))
+    result.warm, _ = _timed(lambda: xlapy.compile(xlapy.parse_hlo(case.text), backend="cpu"))
     result.fresh = fresh_process_compile(case, cache_root / (directory.name + "_fresh_process"))
     return executable
 

@@ -8,8 +8,8 @@ on the same text (its times include MLIR's parsing and printing), and XLA:CPU's
 whole compile of the same program (Shardy's propagation, SPMD partitioning and
 code generation together).
 
-    python benchmarks/sharding_propagation.py                 # about 10,000 ops
-    python benchmarks/sharding_propagation.py --layers 200 --rounds 3
+    python -m benchmarks.sharding_propagation                 # about 10,000 ops
+    python -m benchmarks.sharding_propagation --layers 200 --rounds 3
 """
 
 from __future__ import annotations
@@ -17,12 +17,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
 os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import jax
 import jax.numpy as jnp
@@ -34,8 +31,7 @@ from rich.table import Table
 
 from tools.shardy import run_shardy
 from xlapy.frontends.stablehlo import parse_module, print_module
-from xlapy.sharding import propagate
-from xlapy.sharding.propagate import STRATEGIES
+from xlapy.sharding import STRATEGIES, propagate
 
 
 def model(layers: int):

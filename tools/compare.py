@@ -47,20 +47,38 @@ def _tiny(dtype: np.dtype) -> float:
     return float(np.finfo(np.float64).tiny) if np.dtype(dtype) == np.float64 else float(np.finfo(np.float32).tiny)
 
 
-def flush_denormals(array: np.ndarray) -> np.ndarray:
+def flush_denormals(array: np.ndarray, exponent: float = 1.0) -> np.ndarray:
     """``array`` with values below the smallest normal of its computation type
-    replaced by zeros of the same sign (XLA:CPU runs with flush-to-zero)."""
+    replaced by zeros of the same sign (XLA:CPU runs with flush-to-zero); with
+    ``exponent``, values below that smallest normal to the power ``exponent``
+    (0.5: the values whose square would be denormal). Other arrays unchanged."""
+    array = np.asarray(array)
     if np.iscomplexobj(array):
         # Parts set one by one: adding 1j * imag would turn an infinite imaginary part into a NaN real part.
         flushed = np.empty_like(array)
-        flushed.real, flushed.imag = flush_denormals(array.real), flush_denormals(array.imag)
+        flushed.real = flush_denormals(np.ascontiguousarray(array.real), exponent)
+        flushed.imag = flush_denormals(np.ascontiguousarray(array.imag), exponent)
         return flushed
     if not is_float(array.dtype):
         return array
     wide = array.astype(np.float64)
-    tiny = _tiny(array.dtype)
-    flushed = np.where((np.abs(wide) < tiny) & (wide != 0), np.copysign(0.0, wide), wide)
+    limit = _tiny(array.dtype) ** exponent
+    flushed = np.where((np.abs(wide) < limit) & (wide != 0), np.copysign(0.0, wide), wide)
     return flushed.astype(array.dtype)
+
+
+def normwise_errors(got: np.ndarray, expected: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For complex arrays of one dtype, element by element (as f64): the larger absolute error of the two
+    parts; the magnitude it is measured against, the larger part of the expected value; and the spacing of
+    the part type's floats at that magnitude (one ulp of it). Meaningless where a part is not finite."""
+    part = np.float32 if got.dtype == np.complex64 else np.float64
+    want = expected.astype(np.complex128)
+    scale = np.maximum(np.abs(want.real), np.abs(want.imag))
+    with np.errstate(over="ignore", invalid="ignore"):
+        error = np.maximum(np.abs(got.real.astype(np.float64) - want.real),
+                           np.abs(got.imag.astype(np.float64) - want.imag))
+        spacing = np.spacing(scale.astype(part)).astype(np.float64)
+    return error, scale, spacing
 
 
 def _describe(index: tuple, got: np.ndarray, expected: np.ndarray, context: str) -> str:
@@ -115,19 +133,15 @@ def _check_normwise(got: np.ndarray, expected: np.ndarray, *, ulps: float, rtol:
     """Complex numbers within ``ulps`` of the larger part of the expected value (both parts' errors counted in
     the spacing of floats at that magnitude), or within ``atol`` where that magnitude is below ``atol_below``;
     infinities and NaN as the parts compare."""
-    part = np.float32 if got.dtype == np.complex64 else np.float64
     if flush:
         got, expected = flush_denormals(got), flush_denormals(expected)
     finite = np.isfinite(got) & np.isfinite(expected)
     if not finite.all():
         _check_array(got[~finite], expected[~finite], exact_bits=False, ulps=0, rtol=0, atol=0,
                      atol_below=np.inf, normwise=False, flush=False, context=f"{context} (not finite)")
-    want = expected.astype(np.complex128)
-    scale = np.maximum(np.abs(want.real), np.abs(want.imag))
+    error, scale, spacing = normwise_errors(got, expected)
     with np.errstate(over="ignore", invalid="ignore"):
-        error = np.maximum(np.abs(got.real.astype(np.float64) - want.real),
-                           np.abs(got.imag.astype(np.float64) - want.imag))
-        ok = ~finite | (error <= ulps * np.spacing(scale.astype(part)).astype(np.float64) + rtol * scale)
+        ok = ~finite | (error <= ulps * spacing + rtol * scale)
         ok |= finite & (scale < atol_below) & (error <= atol)
     _raise_unless(ok, got, expected, context, dict(ulps=ulps, rtol=rtol, atol=atol, atol_below=atol_below,
                                                    normwise=True))
@@ -168,12 +182,19 @@ def assert_same(got: Any, expected: Any, *, exact_bits: bool = False, ulps: floa
 def assert_within_sum_of_magnitudes(got: Any, expected: Any, magnitudes: Any, epsilons: float) -> None:
     """``got`` within ``epsilons`` machine epsilons of ``magnitudes``: the same sums taken over the absolute
     values (moduli) of the terms. Any summation order rounds within such a bound, while a sum whose terms
-    cancel can be near zero, where neither result keeps its relative accuracy."""
+    cancel can be near zero, where neither result keeps its relative accuracy. Equal values (infinities
+    included) match, and so does NaN against NaN (of each part of complex numbers)."""
     got, expected = np.asarray(got), np.asarray(expected)
     assert got.shape == expected.shape and got.dtype == expected.dtype, (got.shape, got.dtype, expected.dtype)
     wide = np.complex128 if np.iscomplexobj(expected) else np.float64
     bound = epsilons * float(ml_dtypes.finfo(expected.real.dtype).eps) * np.asarray(magnitudes, np.float64)
-    error = np.abs(got.astype(wide) - expected.astype(wide))
-    bad = [tuple(int(i) for i in index) for index in np.argwhere(~(error <= bound))]
+    got_wide, want_wide = got.astype(wide), expected.astype(wide)
+    with np.errstate(invalid="ignore", over="ignore"):
+        error = np.abs(got_wide - want_wide)
+        same = np.ones(got.shape, bool)
+        for g, e in ((got_wide.real, want_wide.real), (got_wide.imag, want_wide.imag)):
+            same &= (g == e) | (np.isnan(g) & np.isnan(e))
+        ok = same | (error <= bound)
+    bad = [tuple(int(i) for i in index) for index in np.argwhere(~ok)]
     assert not bad, (f"{len(bad)} of {got.size} results differ by more than {epsilons} eps of the sum of |terms|, "
                      f"first at {bad[0]}: got {got[bad[0]]}, expected {expected[bad[0]]}, allowed {bound[bad[0]]:.3g}")

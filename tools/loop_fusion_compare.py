@@ -22,7 +22,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from tools.compare import bits, leaves
+from tools.compare import bits, leaves, normwise_errors
 from xlapy.hlo import HloInstruction, HloModule
 from xlapy.hlo.fake_arguments import fake_argument, index_bound
 from xlapy.runtime import ulps
@@ -101,17 +101,8 @@ def normwise_ulp_difference(actual: Any, expected: Any, element_type: str | np.d
     worst = max_ulp_difference(actual[~finite], expected[~finite], dtype)
     if not finite.any():
         return worst
-    got, want = actual[finite].astype(np.complex128), expected[finite].astype(np.complex128)
-    part = np.float32 if dtype == np.complex64 else np.float64
-    scale = np.maximum(np.abs(want.real), np.abs(want.imag)).astype(part)
-    spacing = np.spacing(scale).astype(np.float64)
-    with np.errstate(over="ignore"):
-        error = np.maximum(np.abs(got.real - want.real), np.abs(got.imag - want.imag))
+    error, _, spacing = normwise_errors(actual[finite], expected[finite])
     return max(worst, int(np.ceil((error / spacing).max())) if np.isfinite(error).all() else NAN_MISMATCH)
-
-
-def _isnan(array: np.ndarray) -> np.ndarray:
-    return np.isnan(array.astype(np.float32) if array.dtype.itemsize < 4 else array)
 
 
 def _called_instructions(module: HloModule) -> list[HloInstruction]:
@@ -197,7 +188,8 @@ def assert_within_ulps(actual: Any, expected: Any, module: HloModule, ulps: int,
         if allowed == 0 and _is_float_like(g.dtype):
             # Exact means the sign of zero too (negate, sign, min/max, round give -0).
             for got_part, want_part in _parts(g, e):
-                zeros = (bits(got_part) != bits(want_part)) & ~_isnan(got_part) & ~_isnan(want_part)
+                got_wide, want_wide = got_part.astype(np.float64), want_part.astype(np.float64)
+                zeros = (got_wide == 0) & (want_wide == 0) & (np.signbit(got_wide) != np.signbit(want_wide))
                 if zeros.any():
                     index = tuple(int(i) for i in np.argwhere(zeros)[0])
                     raise AssertionError(f"{where}: {int(zeros.sum())} zeros of the wrong sign; first at {index}: "

@@ -8,8 +8,6 @@ Shared by the code generator's tests and ``benchmarks/loop_fusion_vs_xla.py``.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,20 +63,6 @@ def single_fusion(params: list[str], fused_lines: list[str], result: str, extra:
     fusion = f"ROOT fusion = {result} fusion({operands}), kind=kLoop, calls=fused"
     return (f"HloModule unsupported\n{extra}\nfused {{\n{fused_params}\n{body}\n}}\n\n"
             f"ENTRY main {{\n{entry_params}\n  {fusion}\n}}\n")
-
-
-def clear_memory_cache_function() -> Callable[[], None] | None:
-    """The function that empties xlapy's in-memory kernel cache (the disk
-    cache stays), wherever it lives; None when there is none."""
-    for module_name in ("xlapy.codegen", "xlapy.runtime.kernel_cache", "xlapy.runtime"):
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        function = getattr(module, "clear_memory_cache", None)
-        if callable(function):
-            return function
-    return None
 
 
 def check_against_interpreter(case: Case, seeds: tuple[int, ...] = (0, 1)) -> None:

@@ -1,4 +1,5 @@
-"""Run HLO text on XLA:CPU through jaxlib (private API; kept in this module only).
+"""Run HLO text on XLA:CPU through jaxlib's private bindings of XLA (``jaxlib._hlo``,
+``jax._src.lib``; they change between jaxlib releases, hence the bounded jax version in pyproject.toml).
 
 The text is parsed by XLA's own HLO parser, converted to StableHLO, compiled
 by the CPU client and executed on the first CPU device. Executables are cached

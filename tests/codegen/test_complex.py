@@ -27,7 +27,7 @@ from tools.loop_fusion_compare import (
     random_arguments,
     ulp_tolerance,
 )
-from tools.loop_fusion_corpus import clear_memory_cache_function, single_fusion
+from tools.loop_fusion_corpus import single_fusion
 from xlapy.codegen.backends.cpu import CpuKernel, translate_module
 from xlapy.codegen.launch import Device
 from xlapy.codegen.mlir_text import parse_mlir, print_mlir
@@ -36,15 +36,14 @@ from xlapy.codegen.passes.lower_tensors import LowerTensorsPass
 from xlapy.codegen.pipeline import lower_fusion
 from xlapy.errors import UnimplementedError, VerifyError
 from xlapy.interpreter import complex_math
+from xlapy.runtime.kernel_cache import clear_memory_cache
 
 
 @pytest.fixture(autouse=True)
 def fresh_kernel_cache(tmp_path, monkeypatch):
     """Kernels compiled here, not ones an earlier version of the code generator left in a cache."""
     monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path / "kernel_cache"))
-    clear = clear_memory_cache_function()
-    if clear is not None:
-        clear()
+    clear_memory_cache()
 
 
 def _part(dtype: np.dtype) -> type:
@@ -220,9 +219,7 @@ def test_kernels_calling_c_functions_load_from_the_disk_cache():
     module = xlapy.parse_hlo(text)
     args = random_arguments(module, 0)
     first = xlapy.compile(xlapy.parse_hlo(text))(*args)
-    clear = clear_memory_cache_function()
-    assert clear is not None
-    clear()
+    clear_memory_cache()
     second = xlapy.compile(xlapy.parse_hlo(text))(*args)
     assert_within_ulps(second, first, module, 0, context="from disk")
     assert_within_ulps(second, xlapy.evaluate(module, *args), module, 0, context="from disk")

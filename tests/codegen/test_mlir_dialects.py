@@ -20,50 +20,81 @@ from xdsl.utils.exceptions import ParseError as XdslParseError
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.test_value import create_ssa_value
 
+from tools.oracles import require_jax
 from xlapy.codegen import mlir_dialects
 from xlapy.codegen.mlir_text import parse_mlir, print_mlir
 from xlapy.errors import VerifyError
 
-# Prints, as JSON, a fingerprint of every op and attribute definition of the xDSL dialects codegen loads: the IRDL
-# definition, and the code of the methods that parse, print, verify and build. Patching a constraint, a verifier or
-# a parser of an xDSL class changes it.
+# Prints, as JSON, a fingerprint of every xDSL module this process has imported: for each module, what every name
+# of its namespace is bound to (a function or class by its module, qualified name and code, other values by their
+# type and repr); for each class a module defines, the same of every entry of its __dict__ (nested classes
+# included). Replacing or adding a method, a constraint, a verifier, a parser or a module attribute of xDSL, or
+# swapping a function's code in place, changes it. Object addresses are left out of reprs.
 _FINGERPRINT = r"""
-import hashlib, json, re, types
-from xdsl.dialects import arith, builtin, complex, func, gpu, llvm, math, scf, tensor, vector
+import hashlib, json, re, sys, types
 
-def code_text(c):
-    consts = [code_text(k) if isinstance(k, types.CodeType) else repr(k) for k in c.co_consts]
-    return c.co_code.hex() + repr(consts) + repr(c.co_names)
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
-def code(fn, depth=0):
-    fn = getattr(fn, "__func__", fn)
-    if not isinstance(fn, types.FunctionType):
-        return repr(fn)
-    digest = hashlib.sha256(code_text(fn.__code__).encode()).hexdigest()
-    cells = [code(c.cell_contents, depth + 1) if callable(c.cell_contents) and depth < 2
-             else re.sub(r" at 0x[0-9a-f]+", "", repr(c.cell_contents)) for c in fn.__closure__ or ()]
-    return [fn.__module__, fn.__qualname__, digest, cells]
+
+def code_text(code):
+    consts = [code_text(k) if isinstance(k, types.CodeType) else repr(k) for k in code.co_consts]
+    return code.co_code.hex() + repr(consts) + repr(code.co_names) + code.co_qualname
+
+
+def describe(value, depth=0):
+    if isinstance(value, (classmethod, staticmethod)):
+        return [type(value).__name__, describe(value.__func__, depth)]
+    if isinstance(value, property):
+        return ["property", *(describe(f, depth) for f in (value.fget, value.fset, value.fdel))]
+    if isinstance(value, types.FunctionType):
+        cells = [describe(c.cell_contents, depth + 1) if depth < 2 else "cell" for c in value.__closure__ or ()]
+        return ["function", value.__module__, value.__qualname__,
+                hashlib.sha256(code_text(value.__code__).encode()).hexdigest(),
+                _ADDRESS.sub("", repr(value.__defaults__)), _ADDRESS.sub("", repr(value.__kwdefaults__)), cells]
+    if isinstance(value, type):
+        return ["class", value.__module__, value.__qualname__]
+    if isinstance(value, types.ModuleType):
+        return ["module", value.__name__]
+    if isinstance(value, (str, int, float, bool, bytes, type(None))):
+        return repr(value)
+    return [type(value).__module__, type(value).__qualname__, _ADDRESS.sub("", repr(value))]
+
+
+def class_print(cls, seen):
+    entries = {}
+    for name, value in vars(cls).items():
+        if name in ("__dict__", "__weakref__", "__doc__"):
+            continue
+        if isinstance(value, type) and value.__qualname__.startswith(cls.__qualname__ + ".") and value not in seen:
+            seen.add(value)
+            entries[name] = ["nested", class_print(value, seen)]
+        else:
+            entries[name] = describe(value)
+    return [cls.__qualname__, [f"{b.__module__}.{b.__qualname__}" for b in cls.__bases__], entries]
+
 
 prints = {}
-for dialect in (builtin.Builtin, func.Func, arith.Arith, math.Math, complex.Complex, scf.Scf, tensor.Tensor,
-                vector.Vector, gpu.GPU, llvm.LLVM):
-    for cls in [*dialect.operations, *dialect.attributes]:
-        definition = cls.get_irdl_definition() if hasattr(cls, "get_irdl_definition") else None
-        methods = ("parse", "print", "verify_", "__init__", "parse_parameters", "print_parameters", "verify")
-        prints[f"{cls.__module__}.{cls.__qualname__}"] = [
-            re.sub(r" at 0x[0-9a-f]+", "", repr(definition)),
-            {name: code(getattr(cls, name)) for name in methods if hasattr(cls, name)},
-        ]
-print(json.dumps(prints, sort_keys=True))
+for module_name in sorted(n for n in sys.modules if n == "xdsl" or n.startswith("xdsl.")):
+    module = sys.modules[module_name]
+    namespace = {}
+    for name, value in vars(module).items():
+        if name in ("__builtins__", "__loader__", "__spec__", "__cached__", "__file__", "__path__", "__doc__"):
+            continue
+        if isinstance(value, type) and value.__module__ == module_name:
+            prints[f"{module_name}.{value.__qualname__}"] = class_print(value, {value})
+        namespace[name] = describe(value)
+    prints[module_name] = {"module": namespace}
+print(json.dumps(prints, sort_keys=True, default=repr))
 """
 
-# Imports every module of xlapy's code generator and runs the CPU pipeline (vectorize-lanes included) and backend
-# on a fusion, before the fingerprint is taken.
+# Imports every module of xlapy (but the command line's __main__) and runs the CPU pipeline (vectorize-lanes
+# included) and backend on a fusion, before the fingerprint is taken.
 _USE_XLAPY = r"""
 import importlib, pkgutil
-import xlapy, xlapy.codegen
-for module in pkgutil.walk_packages(xlapy.codegen.__path__, "xlapy.codegen."):
-    importlib.import_module(module.name)
+import xlapy
+for module in pkgutil.walk_packages(xlapy.__path__, "xlapy."):
+    if not module.name.endswith(".__main__"):
+        importlib.import_module(module.name)
 from xlapy.codegen.launch import Device
 from xlapy.codegen.pipeline import lower_fusion
 from xlapy.codegen.backends.cpu import compile_kernel
@@ -97,11 +128,14 @@ def _fingerprint(prelude: str) -> dict:
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
-def test_xdsl_definitions_are_unchanged_by_xlapy() -> None:
-    fresh = _fingerprint("")
+def test_xdsl_is_unchanged_by_xlapy() -> None:
     with_xlapy = _fingerprint(_USE_XLAPY)
-    assert "xdsl.dialects.arith.CmpfOp" in fresh and "xdsl.dialects.arith.SelectOp" in fresh
-    changed = sorted(name for name in fresh if fresh[name] != with_xlapy.get(name))
+    # A process without xlapy imports the same xDSL modules.
+    modules = sorted(name for name, entry in with_xlapy.items() if isinstance(entry, dict))
+    fresh = _fingerprint(f"import importlib\nfor name in {modules!r}:\n    importlib.import_module(name)\n")
+    assert "xdsl.dialects.arith.CmpfOp" in fresh and "xdsl.irdl.constraints.BaseAttr" in fresh
+    assert sorted(fresh) == sorted(with_xlapy)
+    changed = sorted(name for name in fresh if fresh[name] != with_xlapy[name])
     assert changed == []
 
 
@@ -179,37 +213,77 @@ _VECTOR_OPS = """builtin.module {
 """
 
 
+def _mlir_refusal(text: str) -> str | None:
+    """None where MLIR itself (jaxlib's, with its arith and vector dialects) parses and verifies ``text``; its
+    diagnostic, whitespace collapsed, where it refuses it."""
+    require_jax()
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir import ir
+
+    with mlir.make_ir_context():
+        try:
+            ir.Module.parse(text)
+        except ir.MLIRError as error:
+            return " ".join(str(error).split())
+    return None
+
+
+def _mlir_print(text: str) -> str:
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir import ir
+
+    with mlir.make_ir_context():
+        return str(ir.Module.parse(text))
+
+
 def test_vector_casts_round_trip() -> None:
+    assert _mlir_refusal(_VECTOR_OPS) is None
     module = parse_mlir(_VECTOR_OPS)
     assert print_mlir(module) == _VECTOR_OPS
     assert all(type(op).__module__ == mlir_dialects.__name__ for op in module.walk() if op.name.startswith("arith."))
+    # What xlapy prints is the same module for MLIR too.
+    assert _mlir_print(print_mlir(module)) == _mlir_print(_VECTOR_OPS)
 
 
-@pytest.mark.parametrize(("op", "message"), [
-    ("%r = arith.extsi %i : vector<4xi32> to vector<4xi16>", "the result must be wider"),
-    ("%r = arith.extui %i : vector<4xi32> to vector<8xi64>", "not both scalars or vectors of the same shape"),
-    ("%r = arith.trunci %i : vector<4xi32> to vector<4xi32>", "the result must be narrower"),
-    ("%r = arith.index_cast %x : vector<4xindex> to vector<4xindex>", "exactly one side must be index"),
-    ("%r = arith.sitofp %i : vector<4xi32> to f32", "not both scalars or vectors of the same shape"),
-    ("%r = arith.select %b, %i, %i : vector<2xi1>, vector<4xi32>", "not both scalars or vectors of the same shape"),
+# Each op with xlapy's reason for refusing it and MLIR's (jaxlib's arith dialect).
+@pytest.mark.parametrize(("op", "message", "mlir_message"), [
+    ("%r = arith.extsi %i : vector<4xi32> to vector<4xi16>", "the result must be wider",
+     "'arith.extsi' op operand type 'vector<4xi32>' and result type 'vector<4xi16>' are cast incompatible"),
+    ("%r = arith.extui %i : vector<4xi32> to vector<8xi64>", "not both scalars or vectors of the same shape",
+     "'arith.extui' op requires the same shape for all operands and results"),
+    ("%r = arith.trunci %i : vector<4xi32> to vector<4xi32>", "the result must be narrower",
+     "'arith.trunci' op operand type 'vector<4xi32>' and result type 'vector<4xi32>' are cast incompatible"),
+    ("%r = arith.index_cast %x : vector<4xindex> to vector<4xindex>", "exactly one side must be index",
+     "'arith.index_cast' op operand type 'vector<4xindex>' and result type 'vector<4xindex>' are cast incompatible"),
+    ("%r = arith.sitofp %i : vector<4xi32> to f32", "not both scalars or vectors of the same shape",
+     "'arith.sitofp' op requires the same shape for all operands and results"),
+    ("%r = arith.select %b, %i, %i : vector<2xi1>, vector<4xi32>", "not both scalars or vectors of the same shape",
+     "'arith.select' op failed to verify that condition is signless i1 or has matching shape"),
     ('%r = "arith.cmpi"(%i, %i) <{predicate = 2 : i64}> : (vector<4xi32>, vector<4xi32>) -> i1',
-     "must be vector<4xi1>"),
+     "must be vector<4xi1>",
+     "'arith.cmpi' op failed to verify that result type has i1 element type and same shape as operands"),
     ('%r = "arith.cmpf"(%f, %g) <{predicate = 2 : i64}> : (vector<4xf32>, vector<8xf32>) -> vector<4xi1>',
-     "operands of types"),
+     "operands of types", "'arith.cmpf' op requires all operands to have the same type"),
 ])
-def test_vector_ops_are_verified(op: str, message: str) -> None:
+def test_vector_ops_are_verified(op: str, message: str, mlir_message: str) -> None:
     text = f"""func.func @f(%f: vector<4xf32>, %g: vector<8xf32>, %i: vector<4xi32>, %x: vector<4xindex>,
              %b: vector<2xi1>) {{
   {op}
   func.return
 }}"""
+    refusal = _mlir_refusal(text)
+    assert refusal is not None and mlir_message in refusal, refusal
     with pytest.raises(VerifyError, match=message):
         parse_mlir(text)
 
 
 def test_scalar_ops_keep_xdsls_checks() -> None:
-    with pytest.raises(VerifyError):
-        parse_mlir("""func.func @f(%i: i32) {
+    text = """func.func @f(%i: i32) {
   %r = arith.extsi %i : i32 to i16
   func.return
-}""")
+}"""
+    refusal = _mlir_refusal(text)
+    assert refusal is not None and "'arith.extsi' op operand type 'i32' and result type 'i16' are cast incompatible" \
+        in refusal, refusal
+    with pytest.raises(VerifyError):
+        parse_mlir(text)

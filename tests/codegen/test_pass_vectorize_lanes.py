@@ -395,7 +395,7 @@ def _vector_variant_cases() -> list:
         if "11,17" in text:
             case = Case(f"{path.stem}_16x24", text.replace("11,17", "16,24"))
             reason = next((r for k, r in KNOWN_GAPS.items() if path.stem.startswith(k)), None)
-            cases.append(pytest.param(case, marks=pytest.mark.xfail(reason=reason)) if reason else case)
+            cases.append(pytest.param(case, marks=pytest.mark.xfail(reason=reason, strict=True)) if reason else case)
     return cases
 
 

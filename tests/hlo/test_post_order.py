@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from tools.oracles import require_jax
 from xlapy.errors import VerifyError
 from xlapy.hlo import HloComputation, HloInstruction, HloModule, parse_module
 from xlapy.shapes import Shape
@@ -98,7 +99,8 @@ def test_a_region_using_its_own_op_is_a_cycle() -> None:
 
 def test_without_captures_the_order_is_xlas() -> None:
     # XLA prints an unscheduled computation in its post order.
-    xla = pytest.importorskip("tests.hlo.xla")
+    require_jax()
+    from tests.hlo import xla
     text = """HloModule m
 
 ENTRY main {

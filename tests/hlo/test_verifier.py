@@ -3,7 +3,7 @@
 Every module XLA and JAX produce verifies, and the shape inferred for each
 instruction is the one XLA declared; broken programs (as text, or IR mutated
 after parsing) are rejected with the computation, the instruction and the rule
-in the message. The slow test checks what XLA makes of the same texts: each
+in the message. XLA is asked about the same texts too: each
 case states XLA's own reason for refusing it (or the signal XLA dies of, or why
 XLA accepts it), and the test holds XLA to it.
 """
@@ -21,6 +21,7 @@ import xlapy
 from tests.hlo.jax_programs import PROGRAMS, hlo_texts
 from tests.hlo.xla import XlaAccepts, XlaDies, XlaRefuses, XlaVerdict, assert_xla_verdict
 from tests.hlo.xla import xla_verdicts as xla_verdicts_of
+from tools.oracles import require_jax
 from xlapy.errors import UnimplementedError, VerifyError
 from xlapy.hlo import HloComputation, HloInstruction, HloModule, parse_module
 from xlapy.hlo.opcodes import OPCODES
@@ -619,10 +620,12 @@ def test_broken_programs_are_rejected(text, message, _xla):
 
 @pytest.fixture(scope="module")
 def xla_verdicts() -> dict[str, XlaVerdict]:
+    require_jax()
     return dict(zip(BROKEN_TEXTS, xla_verdicts_of([text for text, _, _ in BROKEN_TEXTS.values()])))
 
 
-@pytest.mark.slow
+# Every case, in the default run: XLA's verdicts on all of them take about 5 s (one child process, restarted
+# after each of the few texts XLA dies on).
 @pytest.mark.parametrize("case", BROKEN_TEXTS)
 def test_xla_gives_the_stated_verdict(case, xla_verdicts):
     # XLA refuses the module for the stated reason, or dies of the stated signal (it has no error

@@ -1,6 +1,7 @@
 """XLA's own HLO parser and printer, its conversions between HLO and StableHLO,
 XLA:CPU running a StableHLO module, and XLA's verdict on (possibly invalid) HLO
-texts, through jaxlib (private API; kept here only)."""
+texts, through jaxlib's private bindings of XLA (as ``tools/xla_cpu.py`` runs HLO
+text on XLA:CPU and ``tools/shardy.py`` runs Shardy)."""
 
 from __future__ import annotations
 

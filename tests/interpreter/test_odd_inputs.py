@@ -11,11 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import xlapy
+from tools.oracles import require_jax
 from xlapy.interpreter import Evaluator
 
-pytest.importorskip("jax")
+require_jax()
 
-from tools.xla_cpu import run_on_xla_cpu
+from tools.xla_cpu import run_on_xla_cpu  # noqa: E402
 
 _DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f8e4m3fn": ml_dtypes.float8_e4m3fn,
            "s32": np.int32, "u8": np.uint8, "s4": ml_dtypes.int4, "u4": ml_dtypes.uint4, "pred": np.bool_}

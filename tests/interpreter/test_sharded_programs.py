@@ -10,9 +10,10 @@ import pytest
 
 import xlapy
 from tools.compare import assert_same
+from tools.oracles import require_jax
 from xlapy.frontends.stablehlo import parse_module
 
-jax = pytest.importorskip("jax")
+jax = require_jax()
 
 from tests.interpreter.sharded_programs import programs  # noqa: E402
 

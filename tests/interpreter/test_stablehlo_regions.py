@@ -10,11 +10,13 @@ import pathlib
 import numpy as np
 import pytest
 
-pytest.importorskip("jax")
-
 import xlapy
-from tests.hlo.xla import run_mlir_on_xla_cpu
+from tools.oracles import require_jax
 from xlapy.frontends.stablehlo import parse_module, print_module
+
+require_jax()
+
+from tests.hlo.xla import run_mlir_on_xla_cpu  # noqa: E402
 
 # A two-value while whose body holds an if using the body's and main's values (one
 # branch returns main's value itself), a one-value while, a three-way case

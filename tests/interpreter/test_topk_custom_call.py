@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 import xlapy
+from tools.oracles import require_jax
 from xlapy.interpreter import Evaluator
 
-jax = pytest.importorskip("jax")
+jax = require_jax()
 
 
 @pytest.mark.parametrize("k", [1, 4, 7])

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import xlapy
+from tools.oracles import require_jax
 from xlapy.interpreter import Evaluator
 
 _COUNTING_LOOP = """HloModule m
@@ -61,7 +62,7 @@ def test_zero_limit_allows_a_loop_that_never_runs_its_body() -> None:
 
 
 def test_stablehlo_while_has_the_limit_too() -> None:
-    jax = pytest.importorskip("jax")
+    jax = require_jax()
     from xlapy.frontends.stablehlo import parse_module
 
     def f(n):

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
+from tools.compare import leaves
 from tools.fuzz import seeds
-from tools.fuzz.compare import difference, leaves
+from tools.fuzz.compare import difference
 from tools.fuzz.grammar import random_module
 from tools.fuzz.outcome import Outcome, wrong
 from tools.fuzz.targets_text import mutated
@@ -131,7 +132,7 @@ def run_compile(case: dict) -> Outcome | None:
         return None  # nothing to compare with
     if sum(np.asarray(leaf).size for leaf in leaves(expected)) > _MAX_COMPARED_ELEMENTS:
         return Outcome("ok", "too large to compare")
-    differs = difference(actual, expected)
+    differs = difference(actual, expected, xlapy.parse_hlo(case["text"]))
     return wrong("compiled result differs from the interpreter", differs) if differs else None
 
 
@@ -146,18 +147,6 @@ CACHE_DAMAGE = ["flip_code_byte", "flip_header_byte", "truncate", "append", "emp
 def generate_kernel_cache(rng: random.Random) -> dict:
     corpus = sorted(seeds.loop_fusion_modules(), key=len)[:40]
     return {"text": rng.choice(corpus), "damage": rng.choice(CACHE_DAMAGE), "seed": rng.randrange(2**31)}
-
-
-def _clear_memory_cache() -> None:
-    from xlapy.runtime import kernel_cache
-
-    for name in ("clear_memory_cache", "clear"):
-        if hasattr(kernel_cache, name):
-            getattr(kernel_cache, name)()
-            return
-    for value in vars(kernel_cache).values():
-        if isinstance(value, dict) and value and all(isinstance(k, str) for k in value):
-            value.clear()
 
 
 def _entries(directory: Path) -> list[Path]:
@@ -289,6 +278,7 @@ _SWAPS = [(" add(", " subtract("), (" subtract(", " add("), (" multiply(", " add
 def run_kernel_cache(case: dict) -> Outcome | None:
     import xlapy
     from xlapy.hlo.fake_arguments import make_fake_arguments
+    from xlapy.runtime.kernel_cache import clear_memory_cache
 
     rng = random.Random(case["seed"])
     text = case["text"]
@@ -296,7 +286,7 @@ def run_kernel_cache(case: dict) -> Outcome | None:
         old = os.environ.get("XLAPY_CACHE_DIR")
         os.environ["XLAPY_CACHE_DIR"] = directory
         try:
-            _clear_memory_cache()
+            clear_memory_cache()
             other = None
             if case["damage"] == "swap_entry":
                 # Another fusion with the same signature (one op changed), cached first.
@@ -314,20 +304,20 @@ def run_kernel_cache(case: dict) -> Outcome | None:
                 return Outcome("ok", "no cache entry written")
             for path in entries:
                 _damage(path, case["damage"], other, rng)
-            _clear_memory_cache()
+            clear_memory_cache()
             module = xlapy.parse_hlo(text)
             args = make_fake_arguments(module, 0)
             actual = xlapy.compile(module)(*args)
-            differs = difference(actual, xlapy.evaluate(xlapy.parse_hlo(text), *args))
+            differs = difference(actual, xlapy.evaluate(xlapy.parse_hlo(text), *args), xlapy.parse_hlo(text))
             if differs:
                 return wrong(f"damaged cache entry ran ({case['damage']})", differs)
             # A damaged entry is replaced, not kept: a second load must run correctly too.
-            _clear_memory_cache()
+            clear_memory_cache()
             again = xlapy.compile(xlapy.parse_hlo(text))(*args)
-            differs = difference(again, xlapy.evaluate(xlapy.parse_hlo(text), *args))
+            differs = difference(again, xlapy.evaluate(xlapy.parse_hlo(text), *args), xlapy.parse_hlo(text))
             return wrong(f"damaged cache entry kept ({case['damage']})", differs) if differs else None
         finally:
-            _clear_memory_cache()
+            clear_memory_cache()
             if old is None:
                 os.environ.pop("XLAPY_CACHE_DIR", None)
             else:

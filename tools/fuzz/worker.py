@@ -34,7 +34,7 @@ def _serve(answers: int, stack_file: str, memory_bytes: int, hang_seconds: float
         warnings.simplefilter("ignore", category)
 
     from tools.fuzz.targets import run_case
-    from tools.fuzz.targets_run import _clear_memory_cache
+    from xlapy.runtime.kernel_cache import clear_memory_cache
 
     requests = sys.stdin.buffer
     import xlapy
@@ -53,7 +53,7 @@ def _serve(answers: int, stack_file: str, memory_bytes: int, hang_seconds: float
         faulthandler.cancel_dump_traceback_later()
         # Kernels compiled for one input must not pile up over thousands of them.
         with contextlib.suppress(Exception):
-            _clear_memory_cache()
+            clear_memory_cache()
         answer = pickle.dumps(outcome)
         os.write(answers, struct.pack("<I", len(answer)) + answer)
 
