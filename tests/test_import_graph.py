@@ -24,7 +24,8 @@ PACKAGE_ROOT = Path(__file__).resolve().parent.parent / "xlapy"
 # The packages (and top-level modules) of xlapy from the bottom up, following
 # the data flow: errors and small utilities; shapes; memory limits on shapes;
 # the HLO IR; what analyses it (indexing maps, shardings); what reads text
-# into it (frontends) or evaluates it (the interpreter); code generation; the
+# into it (frontends) or evaluates it (the interpreter); HLO-to-HLO passes
+# (transforms, which fold constants with the interpreter); code generation; the
 # runtime that compiles and runs; the package's public API; the command line.
 # A unit may import units of lower layers only: none of its own layer but
 # itself, none above. Shardy's meshes and shardings are values the frontends
@@ -38,6 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hlo",),
     ("indexing", "sharding"),
     ("interpreter", "frontends"),
+    ("transforms",),
     ("codegen",),
     ("runtime",),
     ("xlapy",),  # xlapy/__init__.py
