@@ -250,3 +250,187 @@ def test_preserves_values_of_the_corpus(name, text):
     else:
         HloPassFix(AlgebraicSimplifier()).run(module)
         verify(module)
+
+
+@pytest.mark.parametrize("direction, expected", [
+    ("EQ", "true"), ("GE", "true"), ("LE", "true"), ("NE", "false"), ("GT", "false"), ("LT", "false")])
+def test_integer_compared_with_itself_is_a_constant(direction, expected, tmp_path):
+    changed, out = simplify(f"ROOT r = pred[4] compare(q, q), direction={direction}", "q = s32[4] parameter(0)")
+    assert changed
+    filecheck(out, f"CHECK: %[[C:.*]] = pred[] constant({expected})\n"
+                   "CHECK: ROOT %{{.*}} = pred[4]{0} broadcast(%[[C]]), dimensions={}\n", tmp_path)
+
+
+def test_float_compared_with_itself_stays():
+    # NaN is not equal to itself.
+    changed, _ = simplify("ROOT r = pred[2,3] compare(p, p), direction=EQ")
+    assert not changed
+
+
+@pytest.mark.parametrize("operands, direction, expected", [
+    ("q, b", "LT", "false"), ("q, b", "GE", "true"), ("b, q", "GT", "false"), ("b, q", "LE", "true")])
+def test_unsigned_compared_with_zero_is_a_constant(operands, direction, expected, tmp_path):
+    changed, out = simplify(f"z = u32[] constant(0)\n  b = u32[4] broadcast(z), dimensions={{}}\n"
+                            f"  ROOT r = pred[4] compare({operands}), direction={direction}", "q = u32[4] parameter(0)")
+    assert changed
+    filecheck(out, f"CHECK: %[[C:.*]] = pred[] constant({expected})\n"
+                   "CHECK: ROOT %{{.*}} = pred[4]{0} broadcast(%[[C]]), dimensions={}\n", tmp_path)
+
+
+@pytest.mark.parametrize("body", [
+    # A signed value may be negative.
+    "z = s32[] constant(0)\n  b = s32[4] broadcast(z), dimensions={}\n  ROOT r = pred[4] compare(q, b), direction=LT",
+    # Unsigned, but the zero is on the side where the outcome depends on q.
+    "z = s32[] constant(0)\n  b = s32[4] broadcast(z), dimensions={}\n  ROOT r = pred[4] compare(b, q), direction=LT",
+])
+def test_compares_that_depend_on_the_value_stay(body):
+    changed, _ = simplify(body, "q = s32[4] parameter(0)")
+    assert not changed
+
+
+def test_iota_compared_with_zero_is_a_constant(tmp_path):
+    changed, out = simplify("i = s32[4] iota(), iota_dimension=0\n  z = s32[] constant(0)\n"
+                            "  b = s32[4] broadcast(z), dimensions={}\n  ROOT r = pred[4] compare(i, b), direction=GE")
+    assert changed
+    filecheck(out, "CHECK: %[[C:.*]] = pred[] constant(true)\n"
+                   "CHECK: ROOT %{{.*}} = pred[4]{0} broadcast(%[[C]]), dimensions={}\n", tmp_path)
+
+
+@pytest.mark.parametrize("body", [
+    "t = pred[] constant(true)\n  ROOT r = f32[2,3] select(t, p, n)",
+    "f = pred[] constant(false)\n  ROOT r = f32[2,3] select(f, n, p)",
+    "f = pred[] constant(false)\n  b = pred[2,3] broadcast(f), dimensions={}\n  ROOT r = f32[2,3] select(b, n, p)",
+    "ROOT r = f32[2,3] select(k, p, p)",
+    "ROOT r = f32[2,3] maximum(p, p)",
+    "ROOT r = f32[2,3] minimum(p, p)",
+    "i = f32[] constant(-inf)\n  b = f32[2,3] broadcast(i), dimensions={}\n  ROOT r = f32[2,3] maximum(b, p)",
+    "i = f32[] constant(inf)\n  b = f32[2,3] broadcast(i), dimensions={}\n  ROOT r = f32[2,3] minimum(p, b)",
+])
+def test_selects_and_min_max_that_choose_one_operand_leave_it(body, tmp_path):
+    changed, out = simplify("n = f32[2,3] negate(p)\n  " + body,
+                            "p = f32[2,3] parameter(0)\n  k = pred[2,3] parameter(1)")
+    assert changed
+    root_is(out, "%p = f32[2,3]{1,0} parameter(0)", tmp_path)
+
+
+def test_integer_max_with_the_lowest_value_and_nested_max_min(tmp_path):
+    changed, out = simplify("l = s32[] constant(-2147483648)\n  b = s32[4] broadcast(l), dimensions={}\n"
+                            "  m = s32[4] maximum(q, b)\n  n = s32[4] minimum(m, t)\n  ROOT r = s32[4] minimum(n, t)",
+                            "q = s32[4] parameter(0)\n  t = s32[4] parameter(1)")
+    assert changed
+    root_is(out, "%{{.*}} = s32[4]{0} minimum(%q, %t)", tmp_path)
+
+
+def test_max_with_a_value_that_is_not_the_lowest_stays():
+    changed, _ = simplify("l = f32[] constant(-3.4028235e+38)\n  b = f32[2,3] broadcast(l), dimensions={}\n"
+                          "  ROOT r = f32[2,3] maximum(p, b)")
+    assert not changed
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("t = pred[] constant(true)\n  b = pred[4] broadcast(t), dimensions={}\n  ROOT r = pred[4] and(q, b)", "%q"),
+    ("t = pred[] constant(true)\n  b = pred[4] broadcast(t), dimensions={}\n  ROOT r = pred[4] and(b, q)", "%q"),
+    ("f = pred[] constant(false)\n  b = pred[4] broadcast(f), dimensions={}\n  ROOT r = pred[4] and(q, b)", "%b"),
+    ("f = pred[] constant(false)\n  b = pred[4] broadcast(f), dimensions={}\n  ROOT r = pred[4] and(b, q)", "%b"),
+    ("t = pred[] constant(true)\n  b = pred[4] broadcast(t), dimensions={}\n  ROOT r = pred[4] or(q, b)", "%b"),
+    ("t = pred[] constant(true)\n  b = pred[4] broadcast(t), dimensions={}\n  ROOT r = pred[4] or(b, q)", "%b"),
+    ("f = pred[] constant(false)\n  b = pred[4] broadcast(f), dimensions={}\n  ROOT r = pred[4] or(q, b)", "%q"),
+    ("f = pred[] constant(false)\n  b = pred[4] broadcast(f), dimensions={}\n  ROOT r = pred[4] or(b, q)", "%q"),
+])
+def test_and_or_with_constant_predicates(body, expected, tmp_path):
+    changed, out = simplify(body, "q = pred[4] parameter(0)")
+    assert changed
+    kept = {"%q": "%q = pred[4]{0} parameter(0)", "%b": "%{{.*}} = pred[4]{0} broadcast(%{{[tf]}}), dimensions={}"}
+    root_is(out, kept[expected], tmp_path)
+
+
+def test_integer_and_with_zero_and_or_with_zero(tmp_path):
+    changed, out = simplify("z = s32[] constant(0)\n  b = s32[4] broadcast(z), dimensions={}\n"
+                            "  a = s32[4] and(q, b)\n  o = s32[4] or(b, q)\n  ROOT r = (s32[4], s32[4]) tuple(a, o)",
+                            "q = s32[4] parameter(0)")
+    assert changed
+    root_is(out, "%r = (s32[4]{0}, s32[4]{0}) tuple(%{{b.*}}, %q)", tmp_path)
+    # For integers, all ones is not an identity of and: only predicates have one.
+    changed, _ = simplify("c = s32[] constant(1)\n  b = s32[4] broadcast(c), dimensions={}\n"
+                          "  ROOT r = s32[4] and(q, b)", "q = s32[4] parameter(0)")
+    assert not changed
+
+
+def test_integer_constants_reassociate(tmp_path):
+    changed, out = simplify("c1 = s32[] constant(3)\n  b1 = s32[4] broadcast(c1), dimensions={}\n"
+                            "  c2 = s32[] constant(4)\n  b2 = s32[4] broadcast(c2), dimensions={}\n"
+                            "  a = s32[4] add(q, b1)\n  ROOT r = s32[4] add(a, b2)", "q = s32[4] parameter(0)")
+    assert changed
+    filecheck(out, """
+CHECK: ENTRY %e
+CHECK: %[[S:.*]] = s32[] add(%c1, %c2)
+CHECK: %[[B:.*]] = s32[4]{0} broadcast(%[[S]]), dimensions={}
+CHECK: ROOT %r = s32[4]{0} add(%q, %[[B]])
+""", tmp_path)
+    changed, out = simplify("c1 = s32[4] constant({1,2,3,4})\n  c2 = s32[4] constant({5,6,7,8})\n"
+                            "  a = s32[4] subtract(c1, q)\n  ROOT r = s32[4] add(a, c2)", "q = s32[4] parameter(0)")
+    assert changed
+    filecheck(out, """
+CHECK: ENTRY %e
+CHECK: %[[S:.*]] = s32[4]{0} add(%c1, %c2)
+CHECK: ROOT %{{.*}} = s32[4]{0} subtract(%[[S]], %q)
+""", tmp_path)
+
+
+def test_float_constants_do_not_reassociate():
+    changed, _ = simplify("c1 = f32[2,3] constant({{1,2,3},{4,5,6}})\n  a = f32[2,3] add(p, c1)\n"
+                          "  ROOT r = f32[2,3] add(a, c1)")
+    assert not changed
+
+
+@pytest.mark.parametrize("exponent, expected", [
+    ("1", "CHECK: ROOT %p = f32[2,3]{1,0} parameter(0)"),
+    ("0", "CHECK: %[[O:.*]] = f32[] constant(1)\nCHECK: ROOT %{{.*}} = f32[2,3]{1,0} broadcast(%[[O]]), dimensions={}"),
+    ("2", "CHECK: ROOT %{{.*}} = f32[2,3]{1,0} multiply(%p, %p)"),
+    ("3", "CHECK: %[[S:.*]] = f32[2,3]{1,0} multiply(%p, %p)\n"
+          "CHECK: ROOT %{{.*}} = f32[2,3]{1,0} multiply(%p, %[[S]])"),
+    ("-1", "CHECK: %[[O:.*]] = f32[] constant(1)\nCHECK: %[[B:.*]] = f32[2,3]{1,0} broadcast(%[[O]]), dimensions={}\n"
+           "CHECK: ROOT %{{.*}} = f32[2,3]{1,0} divide(%[[B]], %p)"),
+])
+def test_power_with_a_small_integer_exponent(exponent, expected, tmp_path):
+    changed, out = simplify(f"c = f32[] constant({exponent})\n  b = f32[2,3] broadcast(c), dimensions={{}}\n"
+                            "  ROOT r = f32[2,3] power(p, b)")
+    assert changed
+    filecheck(out, "CHECK: ENTRY %e\n" + expected + "\nCHECK-NEXT: }\n", tmp_path)
+
+
+def test_power_with_another_exponent_stays():
+    changed, _ = simplify("c = f32[] constant(0.5)\n  b = f32[2,3] broadcast(c), dimensions={}\n"
+                          "  ROOT r = f32[2,3] power(p, b)")
+    assert not changed
+
+
+def test_broadcasts_sink_below_elementwise_ops(tmp_path):
+    # XLA's TryToSinkBroadcastAfterElementwiseOps: the add works on the
+    # broadcasts' operands, a scalar operand is broadcast to their shape.
+    changed, out = simplify("a = f32[2,4] broadcast(q), dimensions={1}\n  b = f32[2,4] broadcast(t), dimensions={1}\n"
+                            "  c = f32[] constant(2)\n  d = f32[2,4] broadcast(c), dimensions={}\n"
+                            "  s = f32[2,4] add(a, b)\n  ROOT r = pred[2,4] compare(s, d), direction=LT",
+                            "q = f32[4] parameter(0)\n  t = f32[4] parameter(1)")
+    assert changed
+    filecheck(out, """
+CHECK: ENTRY %e
+CHECK-DAG: %[[S:.*]] = f32[4]{0} add(%q, %t)
+CHECK-DAG: %[[C:.*]] = f32[4]{0} broadcast(%c), dimensions={}
+CHECK: %[[L:.*]] = pred[4]{0} compare(%[[S]], %[[C]]), direction=LT
+CHECK: ROOT %{{.*}} = pred[2,4]{1,0} broadcast(%[[L]]), dimensions={1}
+""", tmp_path)
+
+
+@pytest.mark.parametrize("body", [
+    # Different broadcast dimensions.
+    "a = f32[4,4] broadcast(q), dimensions={0}\n  b = f32[4,4] broadcast(q), dimensions={1}\n"
+    "  ROOT r = f32[4,4] add(a, b)",
+    # An operand that is not a broadcast.
+    "a = f32[4,4] broadcast(q), dimensions={0}\n  ROOT r = f32[4,4] add(a, k)",
+    # Not an elementwise user.
+    "a = f32[4,4] broadcast(q), dimensions={0}\n  ROOT r = f32[4,4] transpose(a), dimensions={1,0}",
+])
+def test_broadcasts_that_do_not_line_up_stay(body):
+    changed, _ = simplify(body, "q = f32[4] parameter(0)\n  k = f32[4,4] parameter(1)")
+    assert not changed

@@ -6,11 +6,15 @@ non-fusion computation in post order.
 
 One run visits each instruction once; instructions a rule creates are
 simplified by the next run (XLA's pipelines run the pass to a fixed point with
-``HloPassFix``). The rules so far: identities of add, subtract, multiply and
-divide; double negations; broadcasts, reshapes, transposes, slices, pads,
-concatenates and copies that change nothing, and chains of them; converts to
-the same type and exact round trips; reductions of no elements or over
-dimensions of size 1.
+``HloPassFix``). The rules so far: identities of add, subtract, multiply,
+divide and power (and small integer powers as products); reassociation of
+integer constants; double negations; max/min of a value with itself or with
+its type's extreme; and/or with constant operands; comparisons decided by
+their operands; selects with a constant predicate or equal choices;
+broadcasts sunk below elementwise ops; broadcasts, reshapes, transposes,
+slices, pads, concatenates and copies that change nothing, and chains of
+them; converts to the same type and exact round trips; reductions of no
+elements or over dimensions of size 1.
 """
 
 from __future__ import annotations

@@ -4,8 +4,10 @@ imports them all."""
 
 from xlapy.transforms.algebraic import (  # noqa: F401 - importing a family registers its rules
     arithmetic,
+    comparison,
     conversion,
     data_movement,
+    logical,
     reduction,
 )
 from xlapy.transforms.algebraic.registry import RULES

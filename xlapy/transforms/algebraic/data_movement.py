@@ -4,10 +4,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace as with_fields
+
 from xlapy.hlo.attributes import SliceDimension
 from xlapy.hlo.ir import HloInstruction
+from xlapy.hlo.opcodes import OPCODES
 from xlapy.transforms.algebraic.registry import Simplifier, rule
-from xlapy.transforms.hlo_rewrites import shapes_equal, sharding_of
+from xlapy.transforms.hlo_rewrites import is_dead, shapes_equal, sharding_of
 
 
 @rule("broadcast")
@@ -21,6 +24,8 @@ def _broadcast(broadcast: HloInstruction, s: Simplifier) -> bool:
     # One of the same rank that only reorders dimensions is a transpose.
     if same_size and broadcast.shape.rank == operand.shape.rank:
         return s.replace_with_new(broadcast, "transpose", broadcast.shape, [operand], {"dimensions": dims})
+    if _sink_broadcast_after_elementwise_users(broadcast, s):
+        return True
     # broadcast(broadcast(A)) => broadcast(A)
     if operand.opcode == "broadcast":
         inner = tuple(dims[d] for d in operand.attr("dimensions", ()))
@@ -130,3 +135,51 @@ def _copy(copy: HloInstruction, s: Simplifier) -> bool:
     if sharding_of(copy) is not None and at_entry_root:
         return False
     return s.replace_if_compatible(copy, operand)
+
+
+def _sink_broadcast_after_elementwise_users(broadcast: HloInstruction, s: Simplifier) -> bool:
+    """``op(broadcast(A), broadcast(B))`` => ``broadcast(op(A, B))`` for each
+    live elementwise user of ``broadcast`` whose operands are all broadcasts
+    of scalars or broadcasts like this one (same operand shape and
+    dimensions), as XLA's ``TryToSinkBroadcastAfterElementwiseOps``; the
+    elementwise op then works on fewer elements. The old user is left for DCE.
+    A sharding of the user goes to the new broadcast, which has its shape."""
+    if broadcast.shape.rank == 0:
+        return False
+    operand = broadcast.operands[0]
+    dims = tuple(broadcast.attr("dimensions", ()))
+
+    def is_scalar_broadcast(instr: HloInstruction) -> bool:
+        return instr.opcode == "broadcast" and instr.operands[0].shape.rank == 0
+
+    def is_equal_broadcast(instr: HloInstruction) -> bool:
+        return (instr.opcode == "broadcast" and shapes_equal(instr.operands[0].shape, operand.shape)
+                and tuple(instr.attr("dimensions", ())) == dims)
+
+    changed = False
+    for user in list(dict.fromkeys(broadcast.users)):
+        spec = OPCODES.get(user.opcode)
+        if user.parent is not s.computation or is_dead(user) or user.opcode in ("copy", "fusion"):
+            continue
+        if spec is None or not spec.is_elementwise:
+            continue
+        if not all(is_scalar_broadcast(op) or is_equal_broadcast(op) for op in user.operands):
+            continue
+        new_operands = []
+        for user_operand in user.operands:
+            if is_scalar_broadcast(user_operand):
+                shape = with_fields(operand.shape, element_type=user_operand.shape.element_type)
+                new_operands.append(s.add("broadcast", shape, [user_operand.operands[0]], {"dimensions": ()},
+                                          before=user))
+            else:
+                new_operands.append(user_operand.operands[0])
+        attributes = {k: v for k, v in user.attributes.items() if k != "sharding"}
+        new_user = HloInstruction(user.opcode, user.opcode, with_fields(operand.shape,
+                                  element_type=user.shape.element_type), new_operands, attributes,
+                                  user.called_computations)
+        s.computation.add_instruction(new_user, before=user)
+        sharding = {"sharding": user.attributes["sharding"]} if "sharding" in user.attributes else {}
+        new_broadcast = s.add("broadcast", user.shape, [new_user], {"dimensions": dims, **sharding}, before=user)
+        user.replace_all_uses_with(new_broadcast)
+        changed = True
+    return changed
