@@ -278,13 +278,28 @@ _DIRECTIONS = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_
 
 
 def total_order_key(x: np.ndarray) -> np.ndarray:
-    """An integer key whose order is IEEE totalOrder on floats: -NaN < -inf <
-    ... < -0 < +0 < ... < inf < NaN."""
-    if x.dtype.itemsize == 1:  # fp8 types: f32 keeps their order
-        x = x.astype(np.float32)
-    bits = x.dtype.itemsize * 8
-    signed = x.view({16: np.int16, 32: np.int32, 64: np.int64}[bits]).astype(np.int64)
-    return np.where(signed < 0, signed ^ ((1 << (bits - 1)) - 1), signed)
+    """An integer key whose order is IEEE totalOrder on the bit patterns of floats:
+    -NaN < -inf < ... < -0 < +0 < ... < inf < NaN, distinct NaNs distinct.
+
+    Keys come from the bits, never from a conversion (which would merge NaN
+    payloads). The fnuz types have no -0: their one NaN, 0x80, sorts below every
+    number, and f8e8m0fnu has no sign bit, so its bits are ordered as unsigned,
+    as XLA:CPU orders them after ``ComparisonExpander``
+    (``xla/hlo/transforms/expanders/comparison_expander.cc``)."""
+    element = type_of(x)
+    if element.dtype.itemsize > 1:
+        bits = element.dtype.itemsize * 8
+        signed = x.view({16: np.int16, 32: np.int32, 64: np.int64}[bits]).astype(np.int64)
+        return np.where(signed < 0, signed ^ ((1 << (bits - 1)) - 1), signed)
+    # 1-byte storage; f4e2m1fn uses its low 4 bits.
+    raw = x.view(np.uint8).astype(np.int64) & ((1 << element.bit_width) - 1)
+    if element.name == "f8e8m0fnu":
+        return raw
+    sign_bit = 1 << (element.bit_width - 1)
+    magnitude = raw & (sign_bit - 1)
+    if element.name.endswith("fnuz"):  # the sign bit alone is the NaN
+        return np.where(raw & sign_bit, np.where(magnitude == 0, -sign_bit, -magnitude), magnitude)
+    return np.where(raw & sign_bit, -magnitude - 1, magnitude)  # -0 just below +0
 
 
 @rule("compare")
@@ -320,7 +335,8 @@ def _stablehlo_convert(instr, operands, ev) -> np.ndarray:
 
 @rule("bitcast-convert")
 def _bitcast_convert(instr, operands, ev) -> np.ndarray:
-    value = np.ascontiguousarray(operands[0])
+    # ascontiguousarray turns 0-d values into shape (1,); the reshape restores ().
+    value = np.ascontiguousarray(operands[0]).reshape(np.shape(operands[0]))
     target = dtype_of(instr.shape.element_type)
     # Shapes follow the value rather than the instruction, so the rule also
     # works on the arrays a scalar computation is applied to.
