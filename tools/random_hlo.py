@@ -3,7 +3,12 @@
 ``hlo_texts(...)`` is a hypothesis strategy drawing the text of a module that
 verifies: elementwise ops over f32/bf16/s32/pred, constants, broadcasts,
 reshapes, transposes, slices, concatenations, pads, reverses, iotas, reduces,
-dots, (nested) tuples and their elements, calls of small computations (nested,
+dots (canonical ones, general ones with several or no contracting dimensions
+and batch dimensions anywhere, and ones reading transposed operands),
+``power`` with constant exponents (opt-in: ``power=True``), ``logistic``,
+total-order compares of floats, maxima and minima with extremes, ``and``/``or``
+with constant operands, broadcast scalar constants as elementwise operands,
+(nested) tuples and their elements, calls of small computations (nested,
 some called twice), dead values, duplicated instructions (the same op on the
 same operands), zero-sized arrays and sometimes a tuple root. Shapes are
 small (at most 3 dimensions of at most ``max_dim`` elements) so that the
@@ -48,6 +53,11 @@ _BINARY = {
 _REDUCERS = {"float": ("add", "maximum", "minimum", "multiply"), "s32": ("add", "maximum", "minimum"),
              "pred": ("and", "or")}
 _DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
+_POWER_EXPONENTS = ("0", "1", "2", "3", "-1", "0.5", "-2")
+# The extremes of each type, and values near them, as scalar constants for maximum/minimum.
+_EXTREMES = {"f32": ("-inf", "inf", "-3.40282347e+38", "3.40282347e+38"),
+             "bf16": ("-inf", "inf", "-3.38953139e+38", "3.38953139e+38"),
+             "s32": ("-2147483648", "2147483647"), "pred": ("false", "true")}
 
 
 @dataclass(frozen=True)
@@ -89,12 +99,13 @@ class _Module:
     """What the computations of one module share: names, reducers, callees."""
 
     def __init__(self, draw: Any, *, max_dim: int, max_elements: int, zero_sized: bool, bf16: bool,
-                 special_floats: bool, max_call_depth: int) -> None:
+                 special_floats: bool, max_call_depth: int, power: bool = False) -> None:
         self.draw = draw
         self.max_dim, self.max_elements = max_dim, max_elements
         self.zero_sized, self.special_floats = zero_sized, special_floats
         self.element_types = ARRAY_TYPES if bf16 else tuple(t for t in ARRAY_TYPES if t != "bf16")
         self.max_call_depth = max_call_depth
+        self.power = power
         self.counter = itertools.count()
         self.computations: list[str] = []
         self.reducers: dict[tuple[str, str], str] = {}
@@ -225,6 +236,88 @@ class _Computation:
         y = self.operand(x.ty)
         direction = self.m.choice(_DIRECTIONS)
         self.add(f"compare({x.name}, {y.name}), direction={direction}", Ty("pred", x.ty.dims), "compare")
+        return True
+
+    def op_total_order_compare(self) -> bool:
+        x = self.some_array(lambda t: t.element_type in FLOAT_TYPES)
+        if x.ty.element_type not in FLOAT_TYPES:
+            return False
+        y = self.operand(x.ty)
+        direction = self.m.choice(_DIRECTIONS)
+        self.add(f"compare({x.name}, {y.name}), direction={direction}, type=TOTALORDER", Ty("pred", x.ty.dims),
+                 "compare")
+        return True
+
+    def scalar_constant_array(self, ty: Ty, value: str) -> _Value:
+        """``value`` as a constant of ``ty``: a scalar, broadcast unless ``ty`` is one."""
+        scalar = self.add(f"constant({value})", Ty(ty.element_type, ()), "constant")
+        if not ty.dims:
+            return scalar
+        return self.add(f"broadcast({scalar.name}), dimensions={{}}", ty, "broadcast")
+
+    def op_broadcast_constant_binary(self) -> bool:
+        """An elementwise op with a broadcast scalar constant on either side."""
+        x = self.some_array(lambda t: len(t.dims) >= 1)
+        family = _family(x.ty.element_type)
+        constant = self.scalar_constant_array(x.ty, self.m.scalar_text(x.ty.element_type))
+        opcode = self.m.choice(_BINARY[family])
+        lhs, rhs = (x, constant) if self.m.chance(50) else (constant, x)
+        self.add(f"{opcode}({lhs.name}, {rhs.name})", x.ty, opcode)
+        return True
+
+    def op_max_min(self) -> bool:
+        """``maximum``/``minimum`` of a value with itself, an extreme of its type or a constant."""
+        x = self.some_array(lambda t: t.element_type != "pred")
+        if x.ty.element_type == "pred":
+            return False
+        way = self.m.integer(0, 2)
+        if way == 0:
+            other = x
+        elif way == 1:
+            extremes = _EXTREMES[x.ty.element_type]
+            if x.ty.element_type in FLOAT_TYPES and not self.m.special_floats:
+                extremes = extremes[2:]
+            other = self.scalar_constant_array(x.ty, self.m.choice(extremes))
+        else:
+            other = self.constant(x.ty)
+        opcode = self.m.choice(("maximum", "minimum"))
+        lhs, rhs = (x, other) if self.m.chance(50) else (other, x)
+        self.add(f"{opcode}({lhs.name}, {rhs.name})", x.ty, opcode)
+        return True
+
+    def op_logic_with_constant(self) -> bool:
+        """``and``/``or`` of a pred value with a constant (a literal or a broadcast scalar)."""
+        x = self.some_array(lambda t: t.element_type == "pred")
+        if x.ty.element_type != "pred":
+            return False
+        if x.ty.dims and self.m.chance(60):
+            other = self.scalar_constant_array(x.ty, self.m.choice(("true", "false")))
+        else:
+            other = self.constant(x.ty)
+        opcode = self.m.choice(("and", "or"))
+        lhs, rhs = (x, other) if self.m.chance(50) else (other, x)
+        self.add(f"{opcode}({lhs.name}, {rhs.name})", x.ty, opcode)
+        return True
+
+    def op_logistic(self) -> bool:
+        x = self.some_array(lambda t: t.element_type in FLOAT_TYPES)
+        if x.ty.element_type not in FLOAT_TYPES:
+            return False
+        self.add(f"logistic({x.name})", x.ty, "logistic")
+        return True
+
+    def op_power(self) -> bool:
+        """``power`` of a float value with a constant exponent (a scalar, broadcast) or a drawn one."""
+        if not self.m.power:
+            return False
+        x = self.some_array(lambda t: t.element_type in FLOAT_TYPES)
+        if x.ty.element_type not in FLOAT_TYPES:
+            return False
+        if self.m.chance(75):
+            exponent = self.scalar_constant_array(x.ty, self.m.choice(_POWER_EXPONENTS))
+        else:
+            exponent = self.operand(x.ty)
+        self.add(f"power({x.name}, {exponent.name})", x.ty, "power")
         return True
 
     def op_select(self) -> bool:
@@ -363,6 +456,83 @@ class _Computation:
         self.add(f"dot({lhs.name}, {rhs.name}), {attributes}", Ty(element_type, batch + lhs_free + rhs_free), "dot")
         return True
 
+    def op_general_dot(self) -> bool:
+        """A dot in any form: up to two contracting dimensions (none: an outer
+        product), batch dimensions anywhere, up to two free dimensions a side,
+        each operand's dimensions in a random order."""
+        element_type = self.m.choice([t for t in self.m.element_types if t != "pred"])
+        # Ranks of at most 3 for the operands and the result.
+        batch = [self.m.dim() for _ in range(self.m.integer(0, 1))]
+        contracting = [self.m.dim() for _ in range(self.m.integer(0, 2))]
+        lhs_free = [self.m.dim() for _ in range(self.m.integer(0, min(2, 3 - len(batch) - len(contracting))))]
+        rhs_free = [self.m.dim() for _ in range(self.m.integer(
+            0, min(2, 3 - len(batch) - len(contracting), 3 - len(batch) - len(lhs_free))))]
+        sizes = {"b": batch, "c": contracting}
+
+        def layout(free: list[int]) -> tuple[list[int], list[int], list[int], list[int]] | None:
+            roles = [("b", i) for i in range(len(batch))] + [("c", i) for i in range(len(contracting))] + \
+                [("f", i) for i in range(len(free))]
+            order = self.m.draw(st.permutations(roles))
+            dims = [(free if kind == "f" else sizes[kind])[i] for kind, i in order]
+            if not self.m.fits(tuple(dims)):
+                return None
+            return (dims, [order.index(("b", i)) for i in range(len(batch))],
+                    [order.index(("c", i)) for i in range(len(contracting))],
+                    [dims[p] for p, (kind, _) in enumerate(order) if kind == "f"])
+
+        lhs_layout, rhs_layout = layout(lhs_free), layout(rhs_free)
+        result = (*batch, *lhs_free, *rhs_free)
+        if lhs_layout is None or rhs_layout is None or not self.m.fits(result):
+            return False
+        lhs_dims, lhs_batch, lhs_contracting, lhs_result = lhs_layout
+        rhs_dims, rhs_batch, rhs_contracting, rhs_result = rhs_layout
+        lhs = self.operand(Ty(element_type, tuple(lhs_dims)))
+        rhs = self.operand(Ty(element_type, tuple(rhs_dims)))
+
+        def numbers(dims: list[int]) -> str:
+            return "{" + ",".join(map(str, dims)) + "}"
+
+        attributes = [f"lhs_contracting_dims={numbers(lhs_contracting)}",
+                      f"rhs_contracting_dims={numbers(rhs_contracting)}"]
+        if batch:
+            attributes = [f"lhs_batch_dims={numbers(lhs_batch)}", f"rhs_batch_dims={numbers(rhs_batch)}", *attributes]
+        self.add(f"dot({lhs.name}, {rhs.name}), {', '.join(attributes)}",
+                 Ty(element_type, (*batch, *lhs_result, *rhs_result)), "dot")
+        return True
+
+    def op_transposed_dot(self) -> bool:
+        """A matrix (or batched matrix) dot whose operands may be transposes:
+        mostly swaps of the two matrix dimensions, sometimes a transpose that
+        moves the batch dimension."""
+        element_type = self.m.choice([t for t in self.m.element_types if t != "pred"])
+        batch = (self.m.dim(),) if self.m.chance(40) else ()
+        m, k, n = self.m.dim(), self.m.dim(), self.m.dim()
+
+        def maybe_transposed(dims: tuple[int, ...]) -> _Value:
+            if not self.m.chance(70):
+                return self.operand(Ty(element_type, dims))
+            rank = len(dims)
+            if batch and self.m.chance(25):
+                permutation = tuple(self.m.draw(st.permutations(range(rank))))
+            else:
+                permutation = (*range(rank - 2), rank - 1, rank - 2)
+            # transpose(x, permutation) has dims[i] = x.dims[permutation[i]].
+            source = [0] * rank
+            for i, p in enumerate(permutation):
+                source[p] = dims[i]
+            x = self.operand(Ty(element_type, tuple(source)))
+            return self.add(f"transpose({x.name}), dimensions={{{','.join(map(str, permutation))}}}",
+                            Ty(element_type, dims), "transpose")
+
+        lhs = maybe_transposed((*batch, m, k))
+        rhs = maybe_transposed((*batch, k, n))
+        rank = len(batch) + 2
+        attributes = f"lhs_contracting_dims={{{rank - 1}}}, rhs_contracting_dims={{{rank - 2}}}"
+        if batch:
+            attributes = f"lhs_batch_dims={{0}}, rhs_batch_dims={{0}}, {attributes}"
+        self.add(f"dot({lhs.name}, {rhs.name}), {attributes}", Ty(element_type, (*batch, m, n)), "dot")
+        return True
+
     def op_tuple(self) -> bool:
         parts = [self.m.choice(self.values) if self.values else self.some_array()
                  for _ in range(self.m.integer(1, 3))]
@@ -407,7 +577,8 @@ class _Computation:
     _OPS = ("op_unary", "op_binary", "op_binary", "op_compare", "op_select", "op_convert", "op_constant",
             "op_broadcast", "op_reshape", "op_transpose", "op_slice", "op_concatenate", "op_pad", "op_reverse",
             "op_iota", "op_reduce", "op_dot", "op_tuple", "op_get_tuple_element", "op_get_tuple_element", "op_call",
-            "op_duplicate", "op_duplicate")
+            "op_call", "op_duplicate", "op_duplicate", "op_general_dot", "op_transposed_dot", "op_total_order_compare",
+            "op_broadcast_constant_binary", "op_max_min", "op_logic_with_constant", "op_logistic", "op_power")
 
     def fill(self, count: int) -> None:
         for _ in range(count):
@@ -433,15 +604,17 @@ class _Computation:
 @st.composite
 def hlo_texts(draw: Any, *, max_parameters: int = 3, max_instructions: int = 12, max_dim: int = 6,
               max_elements: int = 64, zero_sized: bool = True, bf16: bool = True, special_floats: bool = False,
-              max_call_depth: int = 2) -> str:
+              max_call_depth: int = 2, power: bool = False) -> str:
     """The text of a random module that verifies. ``max_instructions`` bounds
     the ops drawn for the entry (each may add a few operands of its own);
     ``max_dim`` the drawn dimension sizes and ``max_elements`` the elements of
     a value; ``zero_sized`` allows dimensions of size 0, ``bf16`` bf16 values,
     ``special_floats`` inf and NaN constants; ``max_call_depth`` how deeply
-    calls nest."""
+    calls nest; ``power`` adds ``power`` ops (off by default: rewriting a
+    power as products rounds differently, so value checks of such passes
+    leave it out)."""
     module = _Module(draw, max_dim=max_dim, max_elements=max_elements, zero_sized=zero_sized, bf16=bf16,
-                     special_floats=special_floats, max_call_depth=max_call_depth)
+                     special_floats=special_floats, max_call_depth=max_call_depth, power=power)
     parameters = tuple(module.array_ty() for _ in range(module.integer(0, max_parameters)))
     entry = _Computation(module, parameters, depth=0)
     entry.fill(module.integer(1, max_instructions))

@@ -12,12 +12,16 @@ from hypothesis import HealthCheck, given, settings
 
 from tools.random_hlo import assert_pass_preserves_values, hlo_modules, hlo_texts, random_arguments
 from xlapy.hlo import HloModule, parse_module, verify
+from xlapy.hlo.ir import HloInstruction
 from xlapy.interpreter import evaluate
+from xlapy.transforms.comparison_expander import ComparisonExpander
+from xlapy.transforms.dot_decomposer import DotDecomposer
 from xlapy.transforms.hlo_pass import HloPass
+from xlapy.transforms.transpose_folding import TransposeFolding
 
 
 @settings(max_examples=250, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(hlo_texts())
+@given(hlo_texts(power=True))
 def test_random_modules_verify_and_run(text: str) -> None:
     module = parse_module(text)
     verify(module)
@@ -26,7 +30,8 @@ def test_random_modules_verify_and_run(text: str) -> None:
 
 
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(hlo_modules(special_floats=True, zero_sized=False, bf16=False, max_parameters=1, max_call_depth=0))
+@given(hlo_modules(special_floats=True, zero_sized=False, bf16=False, max_parameters=1, max_call_depth=0,
+                   power=True))
 def test_random_modules_with_special_values_run(module: HloModule) -> None:
     verify(module)
     evaluate(module, *random_arguments(module, 0, special_floats=True), verify=False)
@@ -35,11 +40,13 @@ def test_random_modules_with_special_values_run(module: HloModule) -> None:
 def test_the_drawn_modules_cover_the_ops_passes_rewrite() -> None:
     seen: set[str] = set()
     features: set[str] = set()
+    changed_by: set[str] = set()
+    passes = (DotDecomposer(), TransposeFolding(), ComparisonExpander())
 
     # Derandomized: the same draws every run, so the coverage claim is stable.
     @settings(max_examples=600, deadline=None, derandomize=True, database=None,
               suppress_health_check=[HealthCheck.too_slow])
-    @given(hlo_texts())
+    @given(hlo_texts(power=True))
     def collect(text: str) -> None:
         seen.update(re.findall(r"= \S+ ([a-z-]+)\(", text))
         names = re.findall(r"^\s*(?:ROOT )?(\S+) = (\S+) (.*)$", text, re.MULTILINE)
@@ -58,12 +65,74 @@ def test_the_drawn_modules_cover_the_ops_passes_rewrite() -> None:
         if any(c is not module.entry and any(i.opcode == "call" for i in c.instructions)
                for c in module.computations):
             features.add("nested call")
+        instructions = [i for c in module.computations for i in c.instructions]
+        features.update(_dot_features(instructions))
+        for i in instructions:
+            if i.opcode == "compare" and i.attributes.get("type") == "TOTALORDER":
+                features.add("total-order compare")
+            if i.opcode == "power":
+                exponent = i.operands[1]
+                if exponent.opcode == "broadcast":
+                    exponent = exponent.operands[0]
+                if exponent.opcode == "constant" and exponent.shape.rank == 0:
+                    value = float(exponent.literal)
+                    features.add(f"power {value:g}" if value in (0, 1, 2, 3, -1) else "power, other constant exponent")
+                else:
+                    features.add("power, drawn exponent")
+            if i.opcode in ("and", "or") and i.shape.element_type == "pred" \
+                    and any(o.opcode in ("constant", "broadcast") for o in i.operands):
+                features.add("and/or with a constant")
+            if i.opcode in ("maximum", "minimum") and i.operands[0] is i.operands[1]:
+                features.add("max/min of a value with itself")
+            if i.opcode in _ELEMENTWISE_BINARY and i.shape.rank > 0 and any(
+                    o.opcode == "broadcast" and o.operands[0].opcode == "constant" and o.operands[0].shape.rank == 0
+                    for o in i.operands):
+                features.add("broadcast scalar constant operand")
+        for hlo_pass in passes:
+            if hlo_pass.run(parse_module(text)):
+                changed_by.add(hlo_pass.name)
 
     collect()
     wanted = {"parameter", "constant", "broadcast", "reshape", "transpose", "slice", "concatenate", "pad", "reverse",
-              "iota", "reduce", "dot", "tuple", "get-tuple-element", "call", "compare", "select", "convert", "add"}
+              "iota", "reduce", "dot", "tuple", "get-tuple-element", "call", "compare", "select", "convert", "add",
+              "power", "logistic", "maximum", "minimum", "and", "or"}
     assert wanted <= seen, wanted - seen
-    assert features == {"duplicate", "zero-sized", "tuple root", "callee called twice", "dead value", "nested call"}
+    assert features == {
+        "duplicate", "zero-sized", "tuple root", "callee called twice", "dead value", "nested call",
+        "several contracting dims", "outer product", "batch dims not leading", "several non-contracting dims",
+        "row-column transposed dot operand", "total-order compare", "and/or with a constant",
+        "max/min of a value with itself", "broadcast scalar constant operand",
+        "power, other constant exponent", "power, drawn exponent", *(f"power {e:g}" for e in (0, 1, 2, 3, -1)),
+    }
+    assert changed_by == {p.name for p in passes}, {p.name for p in passes} - changed_by
+
+
+_ELEMENTWISE_BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "remainder", "and", "or", "xor",
+                       "power")
+
+
+def _dot_features(instructions: list[HloInstruction]) -> set[str]:
+    """The non-canonical forms among the dots of ``instructions``."""
+    found = set()
+    for dot in instructions:
+        if dot.opcode != "dot":
+            continue
+        for side, operand in zip(("lhs", "rhs"), dot.operands, strict=True):
+            contracting = tuple(dot.attr(f"{side}_contracting_dims", ()) or ())
+            batch = tuple(dot.attr(f"{side}_batch_dims", ()) or ())
+            if len(contracting) > 1:
+                found.add("several contracting dims")
+            if not contracting:
+                found.add("outer product")
+            if batch != tuple(range(len(batch))):
+                found.add("batch dims not leading")
+            if operand.shape.rank - len(contracting) - len(batch) > 1:
+                found.add("several non-contracting dims")
+            if operand.opcode == "transpose" and len(contracting) == 1 and operand.shape.rank == len(batch) + 2 \
+                    and all(operand.attr("dimensions")[d] == d for d in batch) \
+                    and tuple(operand.attr("dimensions")) != tuple(range(operand.shape.rank)):
+                found.add("row-column transposed dot operand")
+    return found
 
 
 def test_random_arguments_follow_the_parameters() -> None:

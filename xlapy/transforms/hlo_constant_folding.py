@@ -26,7 +26,13 @@ from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlapy.interpreter.evaluator import Evaluator
 from xlapy.shapes import Shape
 from xlapy.transforms.hlo_pass import HloPass
-from xlapy.transforms.hlo_rewrites import has_control_dependencies, has_side_effect, is_dead, is_hlo_op
+from xlapy.transforms.hlo_rewrites import (
+    has_control_dependencies,
+    has_side_effect,
+    is_dead,
+    is_hlo_op,
+    non_fusion_non_composite_computations,
+)
 
 # XLA's kMaximumConstantSizeElements.
 MAX_CONSTANT_ELEMENTS = 45 * 1000 * 1000
@@ -84,9 +90,7 @@ class HloConstantFolding(HloPass):
         changed = False
         foldable_computations: dict[int, bool] = {}
         evaluator = Evaluator(module)
-        for computation in list(module.computations):
-            if computation.fusion_instruction is not None or _is_composite(computation, module):
-                continue
+        for computation in non_fusion_non_composite_computations(module):
             for instr in computation.post_order():
                 if instr.parent is not computation or is_dead(instr):
                     continue
@@ -132,16 +136,6 @@ class HloConstantFolding(HloPass):
         computation.add_instruction(constant, before=instr)
         instr.replace_all_uses_with(constant)
         _remove_with_dead_operands(computation, instr)
-
-
-def _is_composite(computation: HloComputation, module: HloModule) -> bool:
-    """Whether a ``call`` marked ``is_composite=true`` calls ``computation``."""
-    for instr in module.instructions:
-        if instr.opcode == "call" and computation in instr.called_computations:
-            flag = instr.attributes.get("is_composite", False)
-            if str(flag).strip() == "true" or flag is True:
-                return True
-    return False
 
 
 def _is_or_contains_illegal(instr: HloInstruction) -> bool:

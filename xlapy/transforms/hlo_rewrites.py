@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from xlapy.hlo.attributes import Verbatim
-from xlapy.hlo.ir import HloComputation, HloInstruction
+from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlapy.hlo.mlir_structure import encodes_mlir_structure
 from xlapy.hlo.opcodes import OPCODES
 from xlapy.shapes import Shape
@@ -28,8 +27,23 @@ _LAYOUT_CONSTRAINED_COLLECTIVES = frozenset({"all-to-all", "all-gather", "all-re
 
 
 def _flag(instr: HloInstruction, name: str) -> bool:
+    # Parsed flags are strings ("true"/"false") or Verbatim text; built ones may be bools.
     value = instr.attributes.get(name, False)
-    return value.strip() == "true" if isinstance(value, Verbatim) else bool(value)
+    return value is True or str(value).strip() == "true"
+
+
+def is_composite_call(instr: HloInstruction) -> bool:
+    """Whether ``instr`` is a ``call`` marked ``is_composite=true``."""
+    return instr.opcode == "call" and _flag(instr, "is_composite")
+
+
+def non_fusion_non_composite_computations(module: HloModule) -> list[HloComputation]:
+    """The computations most passes visit, callees before callers: all but
+    fused ones and those composite calls call (XLA's
+    ``HloModule::MakeNonFusionNonCompositeComputations``)."""
+    composite = {id(c) for i in module.instructions if is_composite_call(i) for c in i.called_computations}
+    return [c for c in module.computation_post_order()
+            if c.fusion_instruction is None and id(c) not in composite]
 
 
 def has_side_effect_no_recurse(instr: HloInstruction) -> bool:

@@ -18,24 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from xlapy.hlo.attributes import Verbatim
-from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
+from xlapy.hlo.ir import HloInstruction, HloModule
 from xlapy.shapes import Shape
 from xlapy.transforms.hlo_pass import HloPass
-from xlapy.transforms.hlo_rewrites import has_control_dependencies, replace_instruction
-
-
-def _is_composite_call(instruction: HloInstruction) -> bool:
-    value = instruction.attributes.get("is_composite", False)
-    return instruction.opcode == "call" and (str(value).strip() == "true" if isinstance(value, Verbatim)
-                                             else bool(value))
-
-
-def non_fusion_non_composite_computations(module: HloModule) -> list[HloComputation]:
-    """All computations but fused ones and those composite calls call (XLA's
-    ``MakeNonFusionNonCompositeComputations``)."""
-    composite = {id(c) for i in module.instructions if _is_composite_call(i) for c in i.called_computations}
-    return [c for c in module.computations if c.fusion_instruction is None and id(c) not in composite]
+from xlapy.transforms.hlo_rewrites import (
+    has_control_dependencies,
+    non_fusion_non_composite_computations,
+    replace_instruction,
+)
 
 
 def with_element_type(shape: Shape, element_type: str) -> Shape:

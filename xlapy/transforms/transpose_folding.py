@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
+from xlapy.hlo.ir import HloInstruction, HloModule
 from xlapy.transforms.hlo_pass import HloPass
-from xlapy.transforms.hlo_rewrites import remove_instruction_and_unused_operands
+from xlapy.transforms.hlo_rewrites import non_fusion_non_composite_computations, remove_instruction_and_unused_operands
 
 _SIDES = ("lhs", "rhs")
 
@@ -73,16 +73,6 @@ def _fold(dot: HloInstruction, operand_indices: Sequence[int]) -> None:
             remove_instruction_and_unused_operands(computation, transpose)
 
 
-def _is_composite(computation: HloComputation, module: HloModule) -> bool:
-    """Whether a ``call`` marked ``is_composite=true`` calls ``computation``."""
-    for instruction in module.instructions:
-        if instruction.opcode == "call" and computation in instruction.called_computations:
-            flag = instruction.attributes.get("is_composite", False)
-            if flag is True or str(flag).strip() == "true":
-                return True
-    return False
-
-
 class TransposeFolding(HloPass):
     """Folds the transposes feeding dots into the dots' dimension numbers."""
 
@@ -94,9 +84,7 @@ class TransposeFolding(HloPass):
     def run(self, module: HloModule) -> bool:
         # All folds are found before any is made, as XLA does.
         foldable: list[tuple[HloInstruction, list[int]]] = []
-        for computation in module.computation_post_order():
-            if computation.fusion_instruction is not None or _is_composite(computation, module):
-                continue
+        for computation in non_fusion_non_composite_computations(module):
             for instruction in computation.post_order():
                 if instruction.opcode != "dot" or len(instruction.operands) != 2:
                     continue

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from xlapy.hlo.attributes import Verbatim
-from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
+from xlapy.hlo.ir import HloInstruction, HloModule
 from xlapy.shapes import Shape
 from xlapy.transforms.hlo_pass import HloPass
 from xlapy.transforms.hlo_rewrites import (
@@ -28,6 +27,7 @@ from xlapy.transforms.hlo_rewrites import (
     is_dead,
     is_hlo_op,
     is_safely_removable,
+    non_fusion_non_composite_computations,
     replace_instruction,
 )
 
@@ -36,19 +36,6 @@ def _empty_constant(shape: Shape) -> HloInstruction:
     constant = HloInstruction("constant", "constant", shape)
     constant.literal = np.zeros(shape.dimensions, dtype=shape.dtype)
     return constant
-
-
-def _is_composite_call(instruction: HloInstruction) -> bool:
-    value = instruction.attributes.get("is_composite", False)
-    return instruction.opcode == "call" and (str(value).strip() == "true" if isinstance(value, Verbatim)
-                                             else bool(value))
-
-
-def _computations_to_visit(module: HloModule) -> list[HloComputation]:
-    """All but fused computations and those composite calls call (XLA's
-    ``MakeNonFusionNonCompositeComputations``)."""
-    composite = {id(c) for i in module.instructions if _is_composite_call(i) for c in i.called_computations}
-    return [c for c in module.computations if c.fusion_instruction is None and id(c) not in composite]
 
 
 def _is_eliminable(instruction: HloInstruction) -> bool:
@@ -65,7 +52,7 @@ class ZeroSizedHloElimination(HloPass):
 
     def run(self, module: HloModule) -> bool:
         changed = False
-        for computation in _computations_to_visit(module):
+        for computation in non_fusion_non_composite_computations(module):
             for instruction in computation.post_order():
                 if instruction.parent is not computation or not _is_eliminable(instruction):
                     continue
