@@ -406,6 +406,9 @@ def _stochastic_convert(instr, operands, ev) -> np.ndarray:
     bits = random.dtype.itemsize * 8
     magnitude = np.abs(value)
     whole = np.floor(magnitude)
-    threshold = np.floor((magnitude - whole) * float(1 << bits))
-    rounded = whole + (random.astype(np.float64) < threshold)
+    # Compared as integers: u64 bits lose their low bits in float64. The scaled
+    # fraction is below 2^bits and exact; NaN/inf (fraction NaN) give NaN anyway.
+    scaled = np.floor((magnitude - whole) * float(1 << bits))
+    threshold = np.where(np.isnan(scaled), 0.0, scaled).astype(random.dtype)
+    rounded = whole + (random < threshold)
     return convert(np.copysign(rounded, value), dtype_of(instr.shape.element_type))
