@@ -31,7 +31,7 @@ import numpy as np
 
 from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlapy.shapes import Shape
-from xlapy.transforms.flatten_call_graph import unique_computation_name
+from xlapy.transforms.call_graph import unique_computation_name
 from xlapy.transforms.hlo_pass import HloPass
 from xlapy.transforms.hlo_rewrites import has_control_dependencies, replace_instruction
 from xlapy.transforms.op_expander_pass import with_element_type

@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
+from xlapy.transforms.call_graph import CallGraph, async_computations, clone_instruction
 from xlapy.transforms.dce import HloDCE
-from xlapy.transforms.flatten_call_graph import CallGraph, async_computations, clone_instruction
 from xlapy.transforms.hlo_pass import HloPass
 
 _COMPOSITE_KEYS = ("composite.name", "composite.attributes", "composite.version")

@@ -26,7 +26,7 @@ import numpy as np
 from xlapy.hlo.attributes import SliceDimension
 from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlapy.shapes import Shape
-from xlapy.transforms.flatten_call_graph import unique_computation_name
+from xlapy.transforms.call_graph import unique_computation_name
 from xlapy.transforms.op_expander_pass import ExpansionBuilder, OpExpanderPass, with_element_type
 
 _PHILOX_ALGORITHMS = ("rng_default", "rng_philox")
