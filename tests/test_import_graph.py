@@ -25,7 +25,8 @@ PACKAGE_ROOT = Path(__file__).resolve().parent.parent / "xlapy"
 # the data flow: errors and small utilities; shapes; memory limits on shapes;
 # the HLO IR; what analyses it (indexing maps, shardings); what reads text
 # into it (frontends) or evaluates it (the interpreter); HLO-to-HLO passes
-# (transforms, which fold constants with the interpreter); code generation; the
+# (transforms, which fold constants with the interpreter); schedules and buffer
+# assignment (buffers); code generation; the
 # runtime that compiles and runs; the package's public API; the command line.
 # A unit may import units of lower layers only: none of its own layer but
 # itself, none above. Shardy's meshes and shardings are values the frontends
@@ -40,6 +41,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("indexing", "sharding"),
     ("interpreter", "frontends"),
     ("transforms",),
+    ("buffers",),
     ("codegen",),
     ("runtime",),
     ("xlapy",),  # xlapy/__init__.py
