@@ -23,7 +23,7 @@ from xlapy.shapes import Shape
 require_jax()
 
 from tests.frontends.jax_programs import PROGRAMS, UNSHARDED, jax_result, lowered_text, unsharded_text  # noqa: E402
-from tests.interpreter.jax_corpus import Tolerance  # noqa: E402
+from tools.jax_corpus import Tolerance  # noqa: E402
 
 
 def parse_jax(text: str) -> HloModule:
@@ -237,7 +237,7 @@ def test_every_imported_instruction_has_the_shape_its_rule_infers() -> None:
 # -- the interpreter's corpus of JAX programs (no shardings) ---------------------------------------
 
 def _corpus() -> dict:
-    from tests.interpreter.jax_corpus import PROGRAMS as CORPUS
+    from tools.jax_corpus import PROGRAMS as CORPUS
 
     return CORPUS
 
@@ -268,7 +268,7 @@ _CHLO_ONLY = {"erf_gelu": "chlo.erfc", "random_threefry": "chlo.erf_inv", "reduc
                                                reason=f"no interpreter rule for {_CHLO_ONLY[name]}"))
     if name in _CHLO_ONLY else name for name in sorted(_corpus())])
 def test_interpreter_corpus_imported_from_stablehlo_matches_jax(name: str) -> None:
-    from tests.interpreter.jax_corpus import flat_arguments, jax_result
+    from tools.jax_corpus import flat_arguments, jax_result
     from tests.interpreter.test_jax_corpus import _compare
 
     _compare(name, xlapy.evaluate(parse_module(_corpus_text(name)), *flat_arguments(name)), jax_result(name))

@@ -1,4 +1,6 @@
-"""A corpus of JAX programs for checking the reference interpreter against JAX.
+"""A corpus of JAX programs: the reference interpreter is checked against JAX
+on them, and whole-program compilation against the interpreter (they cover
+every opcode a single-device JAX program lowers to that the interpreter runs).
 
 ``PROGRAMS`` maps a name to ``(function, example arguments)``; the arguments
 are numpy arrays drawn from a generator seeded by the program's name, so each
@@ -329,6 +331,38 @@ def complex_math(re, im):
     return jnp.abs(z), (z * z + 1).real, jnp.exp(z * 0.1).imag, jnp.angle(z), (z / (z + 2)).real
 
 
+def power_rounding(x, y):
+    # power, round-half-away-from-zero and an optimisation barrier, which JAX lowers to HLO ops of their own.
+    p = jnp.abs(x) + 0.1
+    kept = lax.optimization_barrier(x)
+    return jnp.power(p, y), lax.round(x * 4, lax.RoundingMethod.AWAY_FROM_ZERO), kept * 2, jnp.power(x, 3)
+
+
+def fourier(x, z):
+    # Each jnp.fft function lowers to a call of a computation holding one fft.
+    return jnp.fft.fft(z), jnp.fft.ifft(z), jnp.fft.rfft(x), jnp.fft.irfft(jnp.fft.rfft(x), n=x.shape[-1])
+
+
+def random_rbg(seed):
+    # The "rbg" key: bits from rng-bit-generator (XLA's default algorithm, Philox on CPU) rather than threefry.
+    key = jax.random.key(seed, impl="rbg")
+    return jax.random.bits(key, (3, 5), jnp.uint32), jax.random.uniform(key, (4,))
+
+
+def collectives_one_device(x):
+    # Collectives over a one-device mesh: each device's data is the whole array, so every collective returns
+    # its operand (summed, gathered or permuted among one participant).
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("i",))
+
+    def per_device(v):
+        return (lax.psum(v, "i"), lax.all_gather(v, "i"), lax.ppermute(v, "i", [(0, 0)]),
+                lax.axis_index("i"), lax.psum_scatter(v, "i", tiled=True))
+
+    spec, replicated = jax.sharding.PartitionSpec("i"), jax.sharding.PartitionSpec()
+    return jax.shard_map(per_device, mesh=mesh, in_specs=spec, out_specs=(spec, spec, spec, replicated, spec),
+                         check_vma=False)(x)
+
+
 def _build() -> dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]:
     programs: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {}
 
@@ -390,6 +424,10 @@ def _build() -> dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]:
     add(nan_handling, lambda r: (np.where(r.random((4, 5)) < 0.2, np.nan, f32(r, 4, 5)).astype(np.float32),))
     add(reduce_precision, lambda r: (f32(r, 16, scale=1e3),))
     add(complex_math, lambda r: (f32(r, 8), f32(r, 8)))
+    add(power_rounding, lambda r: (f32(r, 12), f32(r, 12)))
+    add(fourier, lambda r: (f32(r, 2, 8), (f32(r, 3, 6) + 1j * f32(r, 3, 6)).astype(np.complex64)))
+    add(random_rbg, lambda r: (np.int32(7),))
+    add(collectives_one_device, lambda r: (f32(r, 6, 2),))
     return programs
 
 
@@ -429,6 +467,7 @@ _SUMS = {
     "conv2d_nchw": Tolerance(epsilons_of_largest=2),  # measured: 1.07 (1152 ulps)
     "conv2d_nhwc": Tolerance(epsilons_of_largest=2),  # measured: 1.40 (8192 ulps)
     "fori_loop": Tolerance(epsilons_of_largest=0.4),  # measured: 0.22 (64 ulps)
+    "fourier": Tolerance(epsilons_of_largest=1),  # measured: 0.78 (8 ulps)
     "layernorm": Tolerance(epsilons_of_largest=2),  # measured: 1.53 (117 ulps)
     "mlp": Tolerance(epsilons_of_largest=3),  # measured: 2.15 (352 ulps)
     # The loss to 1 ulp; the gradients, sums over the batch: 3.24 eps of the largest (678 ulps).
