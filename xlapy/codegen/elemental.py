@@ -6,13 +6,20 @@ for its value. The rules live in two tables, one rule per opcode: ``ELEMENTAL``
 and, for an instruction with a complex operand or result, ``COMPLEX_ELEMENTAL``
 (unless the rule only moves elements: ``ANY_ELEMENT_TYPE``). The rules
 themselves are in one module per family (``elemental_movement``,
-``elemental_arith``, ``elemental_complex``), which register them here;
+``elemental_arith``, ``elemental_complex``, ``elemental_reduce``), which register them here;
 ``elemental_rules`` imports every family, so code that emits imports from there.
+
+A rule returns the instruction's value at the indices: one scalar, or for a tuple-shaped instruction (a variadic
+reduce) a tuple of scalars, one per element, which ``get-tuple-element`` picks from. Rules that loop
+(reductions) build an ``xla.loop`` with ``FunctionEmitter.loop`` and apply a computation to scalars with
+``FunctionEmitter.call``: each such computation is one private function of scalars (``CalledFunctions``), as
+XLA's call targets are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, func, scf, tensor
@@ -21,16 +28,18 @@ from xdsl.dialects.builtin import ArrayAttr, ComplexType, FloatAttr, IndexType, 
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
-from xlapy.codegen.dialect import ApplyIndexingOp, PureCallOp
-from xlapy.codegen.partitioner import PartitionedComputation, Subgraph
+from xlapy.codegen.dialect import ApplyIndexingOp, LoopOp, PureCallOp, YieldOp
+from xlapy.codegen.partitioner import PartitionedComputation, Subgraph, computation_roots
 from xlapy.codegen.types import element_type, is_complex, is_unsigned, tensor_type
 from xlapy.errors import UnimplementedError
-from xlapy.hlo.ir import HloInstruction
-from xlapy.indexing import IndexingMap
+from xlapy.hlo.ir import HloComputation, HloInstruction
+from xlapy.indexing import IndexingMap, affine
 from xlapy.registry import registrar
 
 Indices = tuple[SSAValue, ...]
-Rule = Callable[["FunctionEmitter", HloInstruction, Indices], SSAValue]
+# The value of an instruction at some indices: a scalar, or one scalar per element of a tuple-shaped instruction.
+Value = SSAValue | tuple[SSAValue, ...]
+Rule = Callable[["FunctionEmitter", HloInstruction, Indices], Value]
 
 ELEMENTAL: dict[str, Rule] = {}
 elemental_rule = registrar(ELEMENTAL, "elemental rule")
@@ -40,8 +49,45 @@ complex_rule = registrar(COMPLEX_ELEMENTAL, "complex elemental rule")
 # Opcodes whose ``ELEMENTAL`` rule only moves or chooses elements: it applies to complex elements too.
 ANY_ELEMENT_TYPE = frozenset({
     "broadcast", "transpose", "reshape", "bitcast", "slice", "reverse", "copy", "constant", "pad", "concatenate",
-    "dynamic-slice", "gather", "select",
+    "dynamic-slice", "gather", "select", "dynamic-update-slice",
+    # Reductions leave the arithmetic to their reducer computation, whose own ops are looked up.
+    "reduce", "reduce-window",
 })  # fmt: skip
+
+
+def result_types(instr: HloInstruction) -> list[Attribute]:
+    """The scalar types of ``instr``'s value: one per element of a tuple shape."""
+    shapes = instr.shape.tuple_shapes if instr.shape.is_tuple else (instr.shape,)
+    return [element_type(s.element_type, instr.name) for s in shapes]
+
+
+def flatten(values: Sequence[Value]) -> list[SSAValue]:
+    return [v for value in values for v in (value if isinstance(value, tuple) else (value,))]
+
+
+class CalledFunctions:
+    """The functions of the computations that fused instructions apply to scalars (a reduce's reducer): one
+    private ``func.func`` of scalars per computation, emitted when first called and not partitioned, as XLA's
+    call targets. ``functions`` go into the module after the subgraphs' functions."""
+
+    def __init__(self, taken: Sequence[str] = ()):
+        self.functions: list[func.FuncOp] = []
+        self._names: dict[HloComputation, str] = {}
+        self._taken = set(taken)
+
+    def name_of(self, computation: HloComputation) -> str:
+        """The name of ``computation``'s function (emitted on first use)."""
+        name = self._names.get(computation)
+        if name is None:
+            base = _symbol(computation.name)
+            name, k = base, 0
+            while name in self._taken:
+                k += 1
+                name = f"{base}_{k}"
+            self._taken.add(name)
+            self._names[computation] = name
+            self.functions.append(emit_scalar_function(computation, name, self))
+        return name
 
 
 class FunctionEmitter:
@@ -49,13 +95,18 @@ class FunctionEmitter:
     the computation's parameters, ``indices`` the subgraph's output indices."""
 
     def __init__(self, partitioned: PartitionedComputation, subgraph: Subgraph, block: Block,
-                 params: Sequence[SSAValue], indices: Indices):
+                 params: Sequence[SSAValue], indices: Indices, called: CalledFunctions | None = None,
+                 bound: dict[HloInstruction, SSAValue] | None = None):
         self.partitioned = partitioned
         self.subgraph = subgraph
         self.params = list(params)
         self.builder = Builder(InsertPoint.at_end(block))
+        self._function_block = block
         self.root_indices = indices
-        self._values: dict[tuple, SSAValue] = {}
+        self.called = called if called is not None else CalledFunctions()
+        # Scalar values of parameters given directly (the arguments of a function of scalars).
+        self._bound = dict(bound or {})
+        self._values: dict[tuple, Value] = {}
         self._calls: dict[tuple, Sequence[SSAValue]] = {}
         self._constants: dict[tuple, SSAValue] = {}
 
@@ -117,19 +168,23 @@ class FunctionEmitter:
 
     # --- emission ---
 
-    def emit(self, instr: HloInstruction, indices: Indices) -> SSAValue:
-        """The value of ``instr`` at ``indices``."""
+    def emit(self, instr: HloInstruction, indices: Indices) -> Value:
+        """The value of ``instr`` at ``indices`` (a tuple of scalars for a tuple-shaped instruction)."""
         key = (instr, indices)
         found = self._values.get(key)
         if found is not None:
             return found
-        if instr.opcode == "parameter":
+        if instr in self._bound:
+            value = self._bound[instr]
+        elif instr.opcode == "parameter":
             value = self.extract(self.params[instr.parameter_number], indices)
         elif instr.opcode == "constant" and instr.shape.dimensions:
             position = array_constants(self.partitioned).index(instr)
             value = self.extract(self.params[len(self.partitioned.computation.parameters) + position], indices)
         elif self.partitioned.subgraph_of.get(instr, self.subgraph) is not self.subgraph:
             value = self._call(instr, indices)
+        elif instr.opcode == "get-tuple-element":  # of a variadic reduce: its elements are computed together
+            value = self.emit_tuple(instr.operands[0], indices)[instr.attr("index")]
         else:
             value = rule_of(instr)(self, instr, indices)
         self._values[key] = value
@@ -138,18 +193,76 @@ class FunctionEmitter:
     def extract(self, source: SSAValue, indices: Indices) -> SSAValue:
         return self.insert(tensor.ExtractOp(source, list(indices), source.type.element_type)).result
 
-    def _call(self, instr: HloInstruction, indices: Indices) -> SSAValue:
+    def emit_scalar(self, instr: HloInstruction, indices: Indices) -> SSAValue:
+        value = self.emit(instr, indices)
+        if isinstance(value, tuple):
+            raise UnimplementedError(f"{instr.name} is a tuple: only get-tuple-element reads it in a loop fusion")
+        return value
+
+    def emit_tuple(self, instr: HloInstruction, indices: Indices) -> tuple[SSAValue, ...]:
+        value = self.emit(instr, indices)
+        if not isinstance(value, tuple):
+            raise UnimplementedError(f"get-tuple-element of {instr.name}, which is not a tuple, in a loop fusion")
+        return value
+
+    def _call(self, instr: HloInstruction, indices: Indices) -> Value:
         callee = self.partitioned.subgraph_of[instr]
         key = (callee.name, indices)
         results = self._calls.get(key)
         if results is None:
-            result_types = [element_type(r.shape.element_type, r.name) for r in callee.roots]
-            op = self.insert(PureCallOp(callee.name, [*self.params, *indices], result_types))
+            types = [t for r in callee.roots for t in result_types(r)]
+            op = self.insert(PureCallOp(callee.name, [*self.params, *indices], types))
             results = self._calls[key] = op.results
-        return results[callee.roots.index(instr)]
+        position = callee.roots.index(instr)
+        first = sum(len(result_types(r)) for r in callee.roots[:position])
+        if instr.shape.is_tuple:
+            return tuple(results[first:first + len(instr.shape.tuple_shapes)])
+        return results[first]
 
     def operand(self, instr: HloInstruction, k: int, indices: Indices) -> SSAValue:
-        return self.emit(instr.operands[k], indices)
+        return self.emit_scalar(instr.operands[k], indices)
+
+    @contextmanager
+    def _region(self, block: Block) -> Iterator[None]:
+        """Emits into ``block`` (a region's), then forgets the values computed there: they do not dominate what
+        follows the region's op."""
+        saved, saved_values, saved_calls = self.builder, dict(self._values), dict(self._calls)
+        self.builder = Builder(InsertPoint.at_end(block))
+        try:
+            yield
+        finally:
+            self.builder, self._values, self._calls = saved, saved_values, saved_calls
+            # A constant made inside a region that is not yet in the function stayed in that region.
+            self._constants = {k: v for k, v in self._constants.items()
+                               if v.owner.parent_block() is self._function_block}
+
+    def loop(self, dims: Indices, indexing_map: IndexingMap, inits: Sequence[SSAValue],
+             body: Callable[[Indices, Indices], Sequence[SSAValue]]) -> Sequence[SSAValue]:
+        """An ``xla.loop`` over the range variables of ``indexing_map`` at dimensions ``dims`` (XLA's
+        ``EmitLoopNest``): ``body(map results, iter values)`` gives the next iter values, for every point of the
+        map's domain in row-major order of the range variables (points outside it are skipped); returns the last
+        iter values."""
+        if indexing_map.constraints:
+            op = self.insert(LoopOp(list(dims), indexing_map, list(inits)))
+            with self._region(op.body.block):
+                self.insert(YieldOp(list(body(op.index_args, op.iter_args))))
+            return op.results
+        # Every point is in the domain: the loop runs over the range variables alone, so that the lowered loop
+        # does not check the dimensions (indices the function is only called with in bounds) every iteration.
+        symbols = [affine.sym(i) for i in range(len(indexing_map.range_vars))]
+        ranges = IndexingMap.from_exprs(symbols, [], indexing_map.range_vars)
+        op = self.insert(LoopOp([], ranges, list(inits)))
+        with self._region(op.body.block):
+            indices = self.insert(ApplyIndexingOp(list(dims), list(op.index_args), indexing_map)).results
+            self.insert(YieldOp(list(body(tuple(indices), op.iter_args))))
+        return op.results
+
+    def call(self, computation: HloComputation, args: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        """``func.call`` of ``computation``'s function of scalars; its results (one per root tuple element)."""
+        name = self.called.name_of(computation)
+        roots = computation.root.operands if computation.root.opcode == "tuple" else [computation.root]
+        types = [element_type(r.shape.element_type, r.name) for r in roots]
+        return self.insert(func.CallOp(name, list(args), types)).results
 
     def if_else(self, condition: SSAValue, result_type: Attribute, then_: Callable[[], SSAValue],
                 else_: Callable[[], SSAValue]) -> SSAValue:
@@ -157,11 +270,9 @@ class FunctionEmitter:
         regions = []
         for body in (then_, else_):
             block = Block()
-            saved, saved_values, saved_calls = self.builder, dict(self._values), dict(self._calls)
-            self.builder = Builder(InsertPoint.at_end(block))
-            value = body()
-            block.add_op(scf.YieldOp(value))
-            self.builder, self._values, self._calls = saved, saved_values, saved_calls
+            with self._region(block):
+                value = body()
+                block.add_op(scf.YieldOp(value))
             regions.append(Region(block))
         return self.insert(scf.IfOp(condition, [result_type], regions[0], regions[1])).results[0]
 
@@ -194,23 +305,49 @@ def buffer_arguments(partitioned: PartitionedComputation) -> list[HloInstruction
     return [*partitioned.computation.parameters, *array_constants(partitioned)]
 
 
-def emit_subgraph_function(partitioned: PartitionedComputation, subgraph: Subgraph) -> func.FuncOp:
-    """``func.func private @name(params..., indices...) -> (root element types)`` (XLA's docs/emitters.md)."""
+def emit_subgraph_function(partitioned: PartitionedComputation, subgraph: Subgraph,
+                           called: CalledFunctions | None = None) -> func.FuncOp:
+    """``func.func private @name(params..., indices...) -> (root element types)`` (XLA's docs/emitters.md); the
+    functions it calls that apply computations to scalars go to ``called``."""
     buffers = buffer_arguments(partitioned)
     param_types = [tensor_type(p.shape, p.name) for p in buffers]
     rank = subgraph.index_rank
-    result_types = [element_type(r.shape.element_type, r.name) for r in subgraph.roots]
+    types = [t for r in subgraph.roots for t in result_types(r)]
     block = Block(arg_types=[*param_types, *([IndexType()] * rank)])
     params, indices = block.args[:len(param_types)], tuple(block.args[len(param_types):])
     for arg, p in zip(params, buffers):
         arg.name_hint = _name_hint(p.name)
     for i, arg in enumerate(indices):
         arg.name_hint = f"i{i}"
-    emitter = FunctionEmitter(partitioned, subgraph, block, params, indices)
-    values = [emitter.emit(root, indices) for root in subgraph.roots]
+    emitter = FunctionEmitter(partitioned, subgraph, block, params, indices, called)
+    values = flatten([emitter.emit(root, indices) for root in subgraph.roots])
     emitter.insert(func.ReturnOp(*values))
-    return func.FuncOp(subgraph.name, ([*param_types, *([IndexType()] * rank)], result_types),
+    return func.FuncOp(subgraph.name, ([*param_types, *([IndexType()] * rank)], types),
                        Region(block), visibility="private")
+
+
+def emit_scalar_function(computation: HloComputation, name: str, called: CalledFunctions) -> func.FuncOp:
+    """``func.func private @name(scalar params...) -> (root element types)``: a computation of scalars (a
+    reducer), in one function."""
+    for instr in computation.instructions:
+        shapes = instr.shape.tuple_shapes if instr.shape.is_tuple and instr is computation.root else (instr.shape,)
+        if any(s.is_tuple or s.dimensions for s in shapes):
+            raise UnimplementedError(f"{instr.opcode} ({instr.name}) of shape {instr.shape} in {computation.name}: "
+                                     f"a computation applied inside a loop fusion computes scalars")
+    params = sorted(computation.parameters, key=lambda p: p.parameter_number)
+    param_types = [element_type(p.shape.element_type, p.name) for p in params]
+    block = Block(arg_types=param_types)
+    subgraph = Subgraph(name, computation_roots(computation), list(computation.post_order()))
+    partitioned = PartitionedComputation(computation, [subgraph], {i: subgraph for i in computation.instructions})
+    emitter = FunctionEmitter(partitioned, subgraph, block, [], (), called, dict(zip(params, block.args)))
+    root = computation.root
+    values = [emitter.emit_scalar(r, ()) for r in (root.operands if root.opcode == "tuple" else [root])]
+    emitter.insert(func.ReturnOp(*values))
+    return func.FuncOp(name, (param_types, [v.type for v in values]), Region(block), visibility="private")
+
+
+def _symbol(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "_.$" else "_" for c in name)
 
 
 def _name_hint(name: str) -> str | None:

@@ -4,15 +4,22 @@ and never sees a table half filled."""
 
 from __future__ import annotations
 
-from xlapy.codegen import elemental_arith, elemental_complex, elemental_movement  # noqa: F401 - they fill the tables
+from xlapy.codegen import (  # noqa: F401 - they fill the tables
+    elemental_arith,
+    elemental_complex,
+    elemental_movement,
+    elemental_reduce,
+)
 from xlapy.codegen.elemental import (
     ANY_ELEMENT_TYPE,
     COMPLEX_ELEMENTAL,
     ELEMENTAL,
+    CalledFunctions,
     buffer_arguments,
     emit_subgraph_function,
+    result_types,
     rule_of,
 )
 
-__all__ = ["ANY_ELEMENT_TYPE", "COMPLEX_ELEMENTAL", "ELEMENTAL", "buffer_arguments", "emit_subgraph_function",
-           "rule_of"]
+__all__ = ["ANY_ELEMENT_TYPE", "COMPLEX_ELEMENTAL", "ELEMENTAL", "CalledFunctions", "buffer_arguments",
+           "emit_subgraph_function", "result_types", "rule_of"]

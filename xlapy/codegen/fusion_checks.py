@@ -22,8 +22,9 @@ from xlapy.hlo.shape_rules.helpers import same_shape, show
 from xlapy.hlo.shape_rules.inference import infer_shape
 from xlapy.shapes import Shape, physical_byte_size
 
-# Fused opcodes that have no elemental rule of their own: the emitter handles them directly.
-_STRUCTURAL = frozenset({"parameter", "tuple"})
+# Fused opcodes that have no elemental rule of their own: the emitter handles them directly (get-tuple-element
+# picks an element of a variadic reduce's value).
+_STRUCTURAL = frozenset({"parameter", "tuple", "get-tuple-element"})
 
 
 def _error(fusion: HloInstruction, message: str) -> VerifyError:
@@ -93,16 +94,22 @@ def _check_parameters(fusion: HloInstruction, computation: HloComputation) -> No
 
 def _check_outputs(fusion: HloInstruction, computation: HloComputation) -> None:
     root = computation.root
-    roots = list(root.operands) if root.opcode == "tuple" else [root]
+    # A root tuple's operands, or the elements of a tuple-shaped root (a variadic reduce).
+    if root.opcode == "tuple":
+        values = [(r.shape, r.name) for r in root.operands]
+    elif root.shape.is_tuple:
+        values = [(s, root.name) for s in root.shape.tuple_shapes]
+    else:
+        values = [(root.shape, root.name)]
     outputs = fusion_outputs(fusion)
-    if fusion.shape.is_tuple != (root.opcode == "tuple") or len(outputs) != len(roots):
+    if fusion.shape.is_tuple != root.shape.is_tuple or len(outputs) != len(values):
         raise _error(fusion, f"returns {show(fusion.shape)}, but its fused root {root.name} is {show(root.shape)}")
-    for index, (output, value) in enumerate(zip(outputs, roots)):
-        if output.is_tuple or value.shape.is_tuple:
+    for index, (output, (shape, name)) in enumerate(zip(outputs, values)):
+        if output.is_tuple or shape.is_tuple:
             continue  # nested tuples are refused as unsupported (see ``unsupported_fused_ops``)
-        if not same_shape(output, value.shape):
+        if not same_shape(output, shape):
             raise _error(fusion, f"output {index} is {show(output)}, but the fused computation computes "
-                                 f"{show(value.shape)} ({value.name})")
+                                 f"{show(shape)} ({name})")
     for output in outputs[1:]:
         # One loop walks the indices of the first output and writes every output at them.
         if not output.is_tuple and output.dimensions != outputs[0].dimensions:
@@ -132,15 +139,32 @@ def unsupported_fused_ops(fusion: HloInstruction) -> list[str]:
     found = []
     if any(s.is_tuple for s in fusion_outputs(fusion)):
         found.append(f"fusion ({fusion.name}) returning a nested tuple")
+    _unsupported_in(computation, fusion, found, set())
+    return found
+
+
+def _unsupported_in(computation: HloComputation, fusion: HloInstruction, found: list[str], seen: set[int]) -> None:
+    """Adds to ``found`` the ops of ``computation`` and of the computations its instructions apply to scalars
+    (reducers) that have no elemental rule."""
+    seen.add(id(computation))
+    where = f"fusion {fusion.name}" if computation is fusion.called_computations[0] else \
+        f"{computation.name} in fusion {fusion.name}"
     for instr in computation.instructions:
         if instr.opcode in _STRUCTURAL:
             continue
         if instr.opcode not in ELEMENTAL and instr.opcode not in COMPLEX_ELEMENTAL:
-            found.append(f"{instr.opcode} ({instr.name}) in fusion {fusion.name}")
+            found.append(f"{instr.opcode} ({instr.name}) in {where}")
             continue
         try:
             rule_of(instr)
         except UnimplementedError:
-            types = sorted({o.shape.element_type for o in instr.operands} | {instr.shape.element_type})
-            found.append(f"{instr.opcode} ({instr.name}) on {'/'.join(types)} in fusion {fusion.name}")
-    return found
+            types = sorted({s.element_type for s in _array_shapes(instr)})
+            found.append(f"{instr.opcode} ({instr.name}) on {'/'.join(types)} in {where}")
+        for called in instr.called_computations:
+            if id(called) not in seen:
+                _unsupported_in(called, fusion, found, seen)
+
+
+def _array_shapes(instr: HloInstruction) -> list[Shape]:
+    shapes = [o.shape for o in instr.operands] + [instr.shape]
+    return [t for s in shapes for t in (s.tuple_shapes if s.is_tuple else (s,))]

@@ -17,6 +17,11 @@ three functions): an index-changing instruction (not elementwise) that reads
 another subgraph's value roots a subgraph of its own, so that functions call
 each other only at their own indices. Today's XLA keeps such an instruction
 with its user (two functions for the emitters document's example); the calls are inlined either way.
+
+A reduce (or reduce-window) reads its inputs at indices with range variables, many elements per output element:
+they are computed by functions of their own, called in the reduction loop. The computations that fused
+instructions apply to elements (reducers) are not partitioned: each becomes one function of scalars.
+A variadic reduce's tuple value is computed at the indices of its first result (``index_shape``).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from xlapy.errors import UnimplementedError
 from xlapy.hlo.ir import HloComputation, HloInstruction
 from xlapy.indexing import IndexingMap
 from xlapy.indexing.ops import op_output_to_input
+from xlapy.shapes import Shape
 
 
 @dataclass(eq=False)
@@ -41,7 +47,7 @@ class Subgraph:
 
     @property
     def index_rank(self) -> int:
-        return len(self.roots[0].shape.dimensions)
+        return len(index_shape(self.roots[0].shape).dimensions)
 
 
 @dataclass
@@ -53,6 +59,12 @@ class PartitionedComputation:
     @property
     def root_subgraph(self) -> Subgraph:
         return self.subgraphs[0]
+
+
+def index_shape(shape: Shape) -> Shape:
+    """The shape whose indices a value is computed at: a tuple's first element for a variadic reduce, whose
+    results all have its dimensions (XLA's ``GetIndexShape``)."""
+    return shape.tuple_shapes[0] if shape.is_tuple else shape
 
 
 def computation_roots(computation: HloComputation) -> list[HloInstruction]:
@@ -106,9 +118,9 @@ def _reads_other_subgraph_remapped(instr: HloInstruction, partitioned: Partition
 
 def _partition(computation: HloComputation, forced: set[HloInstruction]) -> PartitionedComputation:
     roots = computation_roots(computation)
-    root_dims = roots[0].shape.dimensions
+    root_dims = index_shape(roots[0].shape).dimensions
     for r in roots[1:]:
-        if r.shape.dimensions != root_dims:
+        if index_shape(r.shape).dimensions != root_dims:
             raise UnimplementedError(
                 f"multi-output fusion {computation.name} with outputs of different shapes "
                 f"({roots[0].shape} and {r.shape})")
@@ -131,7 +143,7 @@ def _partition(computation: HloComputation, forced: set[HloInstruction]) -> Part
             sub = Subgraph(_function_name(computation, instr, False), [instr])
             subgraphs.append(sub)
             subgraph_of[instr] = sub
-            from_root[instr] = IndexingMap.identity(list(instr.shape.dimensions))
+            from_root[instr] = IndexingMap.identity(list(index_shape(instr.shape).dimensions))
         else:
             subgraph_of[instr], from_root[instr] = joined
     for instr in computation.post_order():

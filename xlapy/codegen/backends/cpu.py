@@ -1227,10 +1227,13 @@ def _emit_loops(t: _Translator, function: func.FuncOp, threads: int) -> None:
     th.add_incoming(next_th, b.block)
     block_latch = kernel.append_basic_block("block.latch")
     latch = b.cbranch(b.icmp_signed("<", next_th, _constant(I64, threads)), thread_header, block_latch)
-    # A vectorized body is already SIMD code; the loop vectorizer cannot widen complex numbers (LLVM structs).
+    # A vectorized body is already SIMD code; the loop vectorizer cannot widen complex numbers (LLVM structs), nor
+    # a loop with a loop inside (a reduction's), nor a loop of fewer iterations than lanes.
     has_complex = any(isinstance(r.type, ComplexType) for op in function.walk() for r in op.results)
-    if t.scalar_lanes and not has_complex:
-        latch.set_metadata("llvm.loop", _loop_metadata(t.module, _thread_loop_width(function)))
+    has_inner_loop = any(isinstance(op, scf.ForOp) for op in function.walk())
+    width = _thread_loop_width(function)
+    if t.scalar_lanes and not has_complex and not has_inner_loop and threads >= width:
+        latch.set_metadata("llvm.loop", _loop_metadata(t.module, width))
     b.position_at_end(block_latch)
     bl.add_incoming(b.add(bl, _constant(I64, 1), name="bl.next"), block_latch)
     b.branch(block_header)
