@@ -171,3 +171,81 @@ class CallGraph:
                 elif id(callee) not in visited:
                     visited.add(id(callee))
                     stack.append((callee, iter(callee.called_computations())))
+
+
+def clone_module(module: HloModule) -> HloModule:
+    """A deep copy of ``module`` under the same names: every computation,
+    instruction (attributes, literal, sharding, control dependencies, the
+    records of how it was written) and the module's header, so that passes may
+    edit the copy without touching ``module``."""
+    copy = HloModule(module.name)
+    copy.attributes = dict(module.attributes)
+    copy.stack_frame_sections = list(module.stack_frame_sections)
+    copy.meshes = dict(module.meshes)
+    computations: dict[int, HloComputation] = {}
+    for computation in module.computations:
+        duplicate = HloComputation(computation.name, is_entry=computation.is_entry)
+        duplicate.execution_thread = computation.execution_thread
+        duplicate.result_shardings = list(computation.result_shardings)
+        duplicate.mlir = None if computation.mlir is None else computation.mlir.copied()
+        computations[id(computation)] = duplicate
+    instructions: dict[int, HloInstruction] = {}
+    for computation in module.computations:
+        duplicate = computations[id(computation)]
+        for instruction in computation.instructions:
+            # Operands come before users except for StableHLO's implicit captures of enclosing values,
+            # which the second loop below wires once every instruction exists.
+            twin = HloInstruction(instruction.name, instruction.opcode, instruction.shape, [],
+                                  copy_module_attributes(instruction.attributes),
+                                  [computations[id(c)] for c in instruction.called_computations])
+            twin.parameter_number = instruction.parameter_number
+            twin.literal = instruction.literal.copy() if hasattr(instruction.literal, "copy") else instruction.literal
+            twin.sdy_sharding = instruction.sdy_sharding
+            twin.encodes_mlir_structure = instruction.encodes_mlir_structure
+            copy_source(instruction, twin)
+            twin.parent = duplicate
+            duplicate.instructions.append(twin)
+            instructions[id(instruction)] = twin
+        if computation.root is not None:
+            duplicate.root = instructions[id(computation.root)]
+    for instruction in module.instructions:
+        twin = instructions[id(instruction)]
+        for operand in instruction.operands:
+            twin.append_operand(instructions[id(operand)])
+        for successor in instruction.control_successors:
+            twin.add_control_dependency_to(instructions[id(successor)])
+    for computation in module.computations:
+        duplicate = computations[id(computation)]
+        if computation.fusion_instruction is not None:
+            duplicate.fusion_instruction = instructions.get(id(computation.fusion_instruction))
+        copy.add_computation(duplicate, entry=computation is module.entry)
+    copy.names = set(module.names)
+    copy.mlir = None if module.mlir is None else _copied_module_source(module.mlir, computations)
+    return copy
+
+
+def copy_module_attributes(attributes: dict) -> dict:
+    """A copy of an instruction's attributes whose mutable values (lists, dicts, arrays) are copies too."""
+    import copy as copying
+
+    return {key: copying.deepcopy(value) for key, value in attributes.items()}
+
+
+def _copied_module_source(source: object, computations: dict[int, HloComputation]) -> object:
+    """A copy of a module's record whose list of functions names the copied computations."""
+    import copy as copying
+
+    def renamed(item: object) -> object:
+        if isinstance(item, HloComputation):
+            return computations.get(id(item), item)
+        if isinstance(item, tuple):
+            return tuple(renamed(part) for part in item)
+        return item
+
+    duplicate = copying.copy(source)
+    for name, value in vars(duplicate).items():
+        if isinstance(value, list):
+            setattr(duplicate, name, [renamed(item) for item in value])
+        elif isinstance(value, dict):
+            setattr(duplicate, name, dict(value))
+    return duplicate

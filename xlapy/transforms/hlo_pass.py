@@ -10,6 +10,7 @@ named after the pass, as ``--xla_dump_hlo_pass_re`` does.
 
 from __future__ import annotations
 
+import itertools
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
@@ -67,7 +68,12 @@ class HloPassPipeline(HloPass):
     ``--xla_disable_hlo_passes``); with ``verify_each`` the module is verified
     after every pass that changed it, and a failure names the pass; with
     ``dump_to`` the module's text is written before the first pass and after
-    every pass that changed it, as ``NNNN.<pipeline>.<pass>.hlo``."""
+    every pass that changed it, as ``NNNN.<pipeline>.<pass>.hlo``.
+
+    A pipeline run as a pass of another (alone or inside ``HloPassFix``) takes
+    on the outer one's disabled passes, verification and dump folder, and
+    numbers its dumps in the same sequence, as XLA's nested pipelines share the
+    module's debug options and dump step counter."""
 
     def __init__(self, name: str, passes: Sequence[HloPass], *, disabled: Iterable[str] = (),
                  verify_each: bool = False, dump_to: str | Path | None = None) -> None:
@@ -76,25 +82,42 @@ class HloPassPipeline(HloPass):
         self.disabled = frozenset(disabled)
         self.verify_each = verify_each
         self.dump_to = Path(dump_to) if dump_to is not None else None
-        self._dumped = 0
+        self._dump_numbers = itertools.count()
+        self._nested = False
 
     def _dump(self, module: HloModule, stage: str) -> None:
         if self.dump_to is None:
             return
         self.dump_to.mkdir(parents=True, exist_ok=True)
-        path = self.dump_to / f"{self._dumped:04d}.{_file_part(self.name)}.{_file_part(stage)}.hlo"
+        path = self.dump_to / f"{next(self._dump_numbers):04d}.{_file_part(self.name)}.{_file_part(stage)}.hlo"
         path.write_text(module.to_text())
-        self._dumped += 1
+
+    def _adopt(self, hlo_pass: HloPass) -> bool:
+        """Hands this pipeline's settings to ``hlo_pass`` if it is a pipeline;
+        returns whether it is."""
+        nested = hlo_pass.inner if isinstance(hlo_pass, HloPassFix) else hlo_pass
+        if not isinstance(nested, HloPassPipeline):
+            return False
+        nested.disabled = nested.disabled | self.disabled
+        nested.verify_each = nested.verify_each or self.verify_each
+        if self.dump_to is not None:
+            nested.dump_to, nested._dump_numbers = self.dump_to, self._dump_numbers
+        nested._nested = True
+        return True
 
     def run(self, module: HloModule) -> bool:
         changed = False
-        self._dump(module, "before")
+        if not self._nested:
+            self._dump(module, "before")
         for hlo_pass in self.passes:
             if hlo_pass.name in self.disabled:
                 continue
+            is_pipeline = self._adopt(hlo_pass)
             if not hlo_pass.run(module):
                 continue
             changed = True
+            if is_pipeline:  # verified and dumped after each of its own passes
+                continue
             if self.verify_each:
                 try:
                     verify(module)

@@ -556,7 +556,7 @@ def _in_place_fusion_is_safe(producer: HloInstruction, consumer: HloInstruction)
         for k, start_operand in enumerate(dus.operands[2:]):
             real = _outer(consumer, start_operand)
             value = _constant_integer(real)
-            if value is None or k >= len(starts) or starts[k][0] != value or (len(starts[k]) > 2 and starts[k][2] != 1):
+            if value is None or k >= len(starts) or starts[k].start != value or starts[k].stride != 1:
                 return False
         return True
     if producer.opcode == "dynamic-slice" and producer.shape == dus.operands[1].shape:

@@ -4,11 +4,22 @@ imports them all."""
 
 from xlapy.transforms.algebraic import (  # noqa: F401 - importing a family registers its rules
     arithmetic,
+    bitcasts,
+    clamp,
     comparison,
     conversion,
     data_movement,
+    dot,
+    dynamic_slicing,
+    gather,
+    iota,
     logical,
     reduction,
+    remainder,
+    reverse,
+    sorting,
+    unary,
+    windows,
 )
 from xlapy.transforms.algebraic.registry import RULES
 

@@ -1,0 +1,129 @@
+"""Removal of while loops that run at most once, the part of XLA's
+``WhileLoopSimplifier`` (``xla/service/while_loop_simplifier.cc``,
+``TryRemoveWhileLoop``) xlapy has.
+
+The trip count comes from the loop's induction variable, as XLA's
+``ComputeWhileLoopTripCount`` finds it in the common case: a tuple element
+that starts as an integer constant, that the body advances by a positive
+constant (``add(get-tuple-element(param), constant)``, in either order) and
+that the condition compares with a constant (``i < n``, ``i <= n``, or the
+same written ``n > i``, ``n >= i``). A loop without side effects and without
+control dependencies that never runs is replaced by its initial value; one
+that runs once by a copy of its body applied to the initial value (a ``call``
+of the body, then inlined, as XLA does).
+
+Left out of XLA's pass: removing dead or constant loop state, flattening
+nested state tuples, merging induction variables and propagating constants
+into the condition.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule, while_condition_and_body
+from xlapy.transforms.call_inliner import inline
+from xlapy.transforms.hlo_pass import HloPass
+from xlapy.transforms.hlo_rewrites import (
+    has_control_dependencies,
+    has_side_effect,
+    non_fusion_non_composite_computations,
+    replace_instruction,
+)
+
+
+def _integer_constant(instruction: HloInstruction) -> int | None:
+    if instruction.opcode != "constant" or instruction.shape.is_tuple or instruction.shape.rank != 0:
+        return None
+    value = np.asarray(instruction.literal)
+    if value.dtype.kind not in "iu":
+        return None
+    return int(value)
+
+
+def _element_of_parameter(instruction: HloInstruction, computation: HloComputation) -> int | None:
+    """``k`` when ``instruction`` is ``get-tuple-element(parameter(0)), index=k``."""
+    if instruction.opcode != "get-tuple-element":
+        return None
+    operand = instruction.operands[0]
+    if operand.opcode != "parameter" or operand.parent is not computation:
+        return None
+    return int(instruction.attr("index"))
+
+
+def _bound(condition: HloComputation) -> tuple[int, int, str] | None:
+    """(state index, constant, direction as ``i <direction> constant``) of the condition's root."""
+    root = condition.root
+    if root is None or root.opcode != "compare":
+        return None
+    lhs, rhs = root.operands
+    direction = str(root.attr("direction"))
+    flipped = {"GT": "LT", "GE": "LE", "LT": "GT", "LE": "GE"}
+    index, constant = _element_of_parameter(lhs, condition), _integer_constant(rhs)
+    if index is None or constant is None:
+        index, constant, direction = _element_of_parameter(rhs, condition), _integer_constant(lhs), flipped.get(
+            direction, "")
+    if index is None or constant is None or direction not in ("LT", "LE"):
+        return None
+    return index, constant, direction
+
+
+def _step(body: HloComputation, index: int) -> int | None:
+    """The constant the body adds to state element ``index``, if that is all it does."""
+    root = body.root
+    if root is None or root.opcode != "tuple" or index >= len(root.operands):
+        return None
+    update = root.operands[index]
+    if update.opcode != "add":
+        return None
+    for variable, step in (update.operands, reversed(update.operands)):
+        if _element_of_parameter(variable, body) == index:
+            value = _integer_constant(step)
+            return value if value is not None and value > 0 else None
+    return None
+
+
+def trip_count(loop: HloInstruction) -> int | None:
+    """How many times ``loop`` runs its body, when its induction variable says so."""
+    condition, body = while_condition_and_body(loop)
+    bound = _bound(condition)
+    init = loop.operands[0]
+    if bound is None or init.opcode != "tuple":
+        return None
+    index, limit, direction = bound
+    start = _integer_constant(init.operands[index]) if index < len(init.operands) else None
+    step = _step(body, index)
+    if start is None or step is None:
+        return None
+    end = limit if direction == "LT" else limit + 1
+    # Each element type wraps; bounds that do not fit it are left to XLA's general analysis.
+    dtype = np.asarray(init.operands[index].literal).dtype
+    info = np.iinfo(dtype)
+    if not (info.min <= end <= info.max and start + step <= info.max):
+        return None
+    return max(0, -(-(end - start) // step))
+
+
+class WhileLoopSimplifier(HloPass):
+    """Replaces while loops of zero or one trips by what they compute."""
+
+    name = "simplify-while-loops"
+
+    def run(self, module: HloModule) -> bool:
+        loops = [instruction for computation in non_fusion_non_composite_computations(module)
+                 for instruction in computation.instructions if instruction.opcode == "while"]
+        changed = False
+        for loop in loops:
+            if loop.parent is None or has_control_dependencies(loop) or has_side_effect(loop):
+                continue
+            trips = trip_count(loop)
+            if trips == 0:
+                changed |= replace_instruction(loop, loop.operands[0])
+            elif trips == 1:
+                _, body = while_condition_and_body(loop)
+                call = HloInstruction("call", "call", loop.shape, [loop.operands[0]], {"to_apply": body.name}, [body])
+                call = loop.parent.add_instruction(call, before=loop)
+                replace_instruction(loop, call)
+                inline(call)
+                changed = True
+        return changed
