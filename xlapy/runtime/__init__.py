@@ -1,5 +1,6 @@
-"""Running compiled modules: the Executable, its kernel cache and thread pool."""
+"""Running compiled modules: ``compile`` (HLO passes, buffer assignment, thunks) and the ``Executable`` it
+returns, with its kernel cache and thread pool."""
 
-from xlapy.runtime.executable import Executable, compile
+from xlapy.runtime.executable import CompileSummary, Executable, compile
 
-__all__ = ["Executable", "compile"]
+__all__ = ["CompileSummary", "Executable", "compile"]

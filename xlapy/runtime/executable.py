@@ -1,273 +1,237 @@
-"""``xlapy.compile``: an HLO module as native kernels plus a small plan that
-runs the entry computation (parameters, constants, tuples,
-get-tuple-element, bitcasts and loop fusions).
+"""``xlapy.compile``: a whole HLO module for the CPU, in the order XLA:CPU compiles one
+(``xla/service/cpu/cpu_compiler.cc``): the HLO pass pipeline, a schedule of every computation that runs as
+thunks, buffer assignment, then thunks (generated kernels for loop fusions, library calls, copies and
+control flow) over slices of the assigned allocations.
 
-Values travel as physical buffers: 1-D arrays in the layout of their shape,
-so bitcasts are free and kernels see memory exactly as XLA lays it out.
-Arguments are converted into their parameter's layout and results back into
-logical numpy arrays.
+Values live in raw byte allocations in the physical layout of their shapes, so bitcasts are free and kernels
+see memory exactly as XLA lays it out. Arguments are copied into their parameters' allocations and results
+copied out as logical numpy arrays; constants are allocations filled once per executable.
 """
 
 from __future__ import annotations
 
-import math
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from xlapy.codegen.fusion_checks import check_fusion, fusion_outputs, unsupported_fused_ops
-from xlapy.codegen.launch import Device, LaunchDimensions
+from xlapy.buffers.assignment import BufferAllocation, BufferAssignment, assign_buffers
+from xlapy.buffers.liveness import FORWARDING_OPCODES, array_leaves
+from xlapy.buffers.schedule import SEQUENCED_CALLERS, schedule_module, sequenced_computations
 from xlapy.errors import UnimplementedError, VerifyError, XlapyError
 from xlapy.hlo.arguments import check_argument, check_arguments
-from xlapy.hlo.ir import HloInstruction, HloModule
-from xlapy.hlo.shape_rules.helpers import same_shape
-from xlapy.hlo.shape_rules.inference import infer_shape
-from xlapy.memory import buffer_bytes, check_bytes
-from xlapy.runtime.kernel_cache import cached_kernel, fingerprint
-from xlapy.runtime.thread_pool import run_blocks
-from xlapy.shapes import (
-    ELEMENT_TYPES,
-    Shape,
-    from_physical,
-    to_physical,
-)
+from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
+from xlapy.hlo.opcodes import OPCODES
+from xlapy.memory import check_bytes
+from xlapy.runtime.thunk_emitter import check_runnable_computations, emit_thunks
+from xlapy.runtime.thunks.base import ExecutionContext, ThunkSequence, allocate, from_buffer, to_buffer
+from xlapy.runtime.thunks.kernel import KernelThunk
+from xlapy.shapes import Shape
+from xlapy.transforms.call_graph import clone_module
 
 
-@dataclass
-class _Buffer:
-    """A value of the entry computation: its physical buffer and shape."""
+@dataclass(frozen=True)
+class CompileSummary:
+    """What a compilation produced: kernels (generated code), library calls (BLAS, LAPACK, sorts...), the
+    bytes of every buffer allocation, and how long it took."""
 
-    data: np.ndarray
-    shape: Shape
+    kernels: int
+    library_calls: int
+    buffer_bytes: int
+    compile_seconds: float
+    module: str = ""
 
-
-def _is_default_layout(shape: Shape) -> bool:
-    layout = shape.layout
-    rank = len(shape.dimensions)
-    return layout is None or (not layout.tiles and tuple(layout.minor_to_major) == tuple(range(rank - 1, -1, -1)))
-
-
-def _dtype(shape: Shape) -> np.dtype:
-    return np.dtype(ELEMENT_TYPES[shape.element_type].dtype)
-
-
-def _to_buffer(array: np.ndarray, shape: Shape) -> _Buffer:
-    """The physical buffer of ``array``, already checked against ``shape`` (``check_argument``)."""
-    if _is_default_layout(shape):
-        return _Buffer(np.ascontiguousarray(array).reshape(-1), shape)
-    return _Buffer(np.ascontiguousarray(to_physical(array, shape)), shape)
+    def __str__(self) -> str:
+        return (f"compiled {self.module}: {_count(self.kernels, 'kernel')}, "
+                f"{_count(self.library_calls, 'library call')}, {self.buffer_bytes:,} buffer bytes, "
+                f"{self.compile_seconds:.2f} s")
 
 
-def _from_buffer(buffer: _Buffer) -> np.ndarray:
-    shape = buffer.shape
-    if _is_default_layout(shape):
-        return buffer.data.reshape(shape.dimensions)
-    return from_physical(buffer.data, shape)
-
-
-@dataclass
-class _FusionStep:
-    instr: HloInstruction
-    kernel: object
-    blocks: int
-    elements: int
-    constants: list[np.ndarray]  # buffers of the fused array constants, passed after the operands
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'s' * (number != 1)}"
 
 
 class Executable:
-    """A compiled module; ``executable(*args)`` runs its entry computation."""
+    """A compiled module; ``executable(*args)`` runs its entry computation and returns numpy arrays (a tuple
+    for a tuple result). ``module`` is the module as compiled (after the HLO passes)."""
 
-    def __init__(self, module: HloModule, steps: dict[HloInstruction, _FusionStep]):
+    def __init__(self, module: HloModule, assignment: BufferAssignment, thunks: ThunkSequence,
+                 compile_seconds: float):
         self.module = module
-        self._steps = steps
+        self.assignment = assignment
+        self.thunks = thunks
+        self._owners = _allocation_owners(module, assignment)
+        # Constants are filled once; the thunks never write their allocations.
+        self._constants = {a.index: self._constant_allocation(a) for a in assignment.allocations
+                           if a.kind == "constant" and a.constant is not None}
+        kernel_thunks = [t for t in thunks.walk() if isinstance(t, KernelThunk)]
+        self._kernels = {t.name: t.kernel for t in kernel_thunks}
+        self.summary = CompileSummary(len(kernel_thunks), sum(t.kind == "library" for t in thunks.walk()),
+                                      assignment.total_bytes, compile_seconds, module.name)
+
+    def _constant_allocation(self, allocation: BufferAllocation) -> np.ndarray:
+        """The bytes of a constant allocation: each leaf of its constant's literal that lives there."""
+        constant = allocation.constant
+        data = allocate(allocation.size, f"constant {constant.name}")
+        context = ExecutionContext([data if i == allocation.index else None
+                                    for i in range(len(self.assignment.allocations))])
+        literal = check_argument(constant.literal, constant.shape, f"constant {constant.name}")
+        for index, shape in array_leaves(constant.shape):
+            piece = self.assignment.slice(constant, index)
+            if piece.allocation == allocation.index:
+                to_buffer(np.asarray(_element(literal, index)), shape, context.array(piece, shape))
+        return data
 
     @property
     def kernels(self) -> dict[str, object]:
-        """The native kernel of each fusion, by fusion name."""
-        return {instr.name: step.kernel for instr, step in self._steps.items()}
+        """The native kernel of each kernel thunk, by the name of the fusion (or lone op) it runs."""
+        return dict(self._kernels)
 
     def __call__(self, *args) -> np.ndarray | tuple:
         entry = self.module.entry
         # Every argument is checked before anything runs (see xlapy.hlo.arguments).
-        checked = tuple(check_arguments(args, entry.parameters, self.module.name))
-        values: dict[HloInstruction, object] = {}
-        for instr in entry.post_order():
-            values[instr] = self._run(instr, values, checked)
-        return _logical(values[entry.root])
+        checked = check_arguments(args, entry.parameters, self.module.name)
+        context = ExecutionContext(self._allocate())
+        for parameter, value in zip(entry.parameters, checked):
+            for index, shape in array_leaves(parameter.shape):
+                to_buffer(_element(value, index), shape, context.array(self.assignment.slice(parameter, index), shape))
+        self.thunks.run(context)
+        return self._result(context, entry.root, entry.root.shape, ())
 
-    def _run(self, instr: HloInstruction, values: dict, args: tuple):
-        if instr.opcode == "fusion":
-            return self._run_fusion(self._steps[instr], [values[op] for op in instr.operands])
-        return _ENTRY_OPS[instr.opcode](instr, [values[op] for op in instr.operands], args)
+    def _allocate(self) -> list[np.ndarray]:
+        allocations = []
+        for allocation in self.assignment.allocations:
+            constant = self._constants.get(allocation.index)
+            if constant is not None:
+                allocations.append(constant)
+                continue
+            what = self._describe(allocation)
+            check_bytes(allocation.size, what)
+            allocations.append(allocate(allocation.size, what))
+        return allocations
 
-    def _run_fusion(self, step: _FusionStep, operands: list[_Buffer]):
-        shapes = fusion_outputs(step.instr)
-        outputs = [_Buffer(_allocate(s, f"output of {step.instr.name}"), s) for s in shapes]
-        buffers = [b.data for b in operands] + step.constants + [b.data for b in outputs]
-        # The kernel reads and writes exactly the buffers and bytes it was compiled for (checked by the kernel too).
-        sizes = step.kernel.signature.buffer_sizes
-        if len(buffers) != len(sizes):
-            raise VerifyError(f"fusion {step.instr.name}: {len(buffers)} buffers, its kernel was compiled for "
-                              f"{len(sizes)}")
-        for index, (buffer, size) in enumerate(zip(buffers, sizes)):
-            if buffer.nbytes != size:
-                raise VerifyError(f"fusion {step.instr.name}: buffer {index} has {buffer.nbytes} bytes, its kernel "
-                                  f"was compiled for {size}")
-        run_blocks(lambda begin, end: step.kernel(buffers, begin, end), step.blocks, step.elements)
-        return tuple(outputs) if step.instr.shape.tuple_shapes else outputs[0]
+    def _describe(self, allocation: BufferAllocation) -> str:
+        owner = self._owners.get(allocation.index)
+        if allocation.kind == "parameter":
+            return f"the buffer of parameter {allocation.parameter_number}"
+        role = "output" if allocation.is_output else "temporary buffer"
+        return f"the {role} of {owner.opcode} {owner.name}" if owner is not None else f"the {role} {allocation.index}"
 
-
-def _allocate(shape: Shape, what: str) -> np.ndarray:
-    """An uninitialised physical buffer of ``shape``; a clear error when it cannot exist."""
-    nbytes = buffer_bytes(shape)
-    check_bytes(nbytes, f"the {what} ({shape})")
-    try:
-        return np.empty(nbytes // _dtype(shape).itemsize, _dtype(shape))
-    except (MemoryError, ValueError) as error:
-        raise XlapyError(f"cannot allocate the {what} ({shape}, {nbytes} bytes): {error or 'out of memory'}") \
-            from None
+    def _result(self, context: ExecutionContext, root: HloInstruction, shape: Shape, index: tuple[int, ...]):
+        if shape.is_tuple:
+            return tuple(self._result(context, root, element, (*index, i))
+                         for i, element in enumerate(shape.tuple_shapes))
+        if not shape.is_array:
+            return ()  # a token
+        return from_buffer(context.array(self.assignment.slice(root, index), shape), shape)
 
 
-def _constant(shape: Shape, literal) -> _Buffer:
-    # The rules of every runner's arguments: nothing changes beyond rounding.
-    return _to_buffer(check_argument(np.asarray(literal), shape, "a constant"), shape)
+def _element(value, index: tuple[int, ...]) -> np.ndarray:
+    for i in index:
+        value = value[i]
+    return value
 
 
-def _bitcast(instr: HloInstruction, operand: _Buffer) -> _Buffer:
-    """The same physical buffer under another shape, which must lay out exactly its bytes."""
-    nbytes = buffer_bytes(instr.shape)
-    if operand.data.nbytes != nbytes:
-        raise VerifyError(f"bitcast {instr.name}: its operand's buffer has {operand.data.nbytes} bytes, "
-                          f"{instr.shape} lays out {nbytes}")
-    return _Buffer(operand.data.view(_dtype(instr.shape)), instr.shape)
-
-
-# The entry ops other than fusions, each ``(instr, operand values, checked arguments) -> value``.
-_ENTRY_OPS = {
-    "parameter": lambda instr, operands, args: _to_buffer(args[instr.parameter_number], instr.shape),
-    "constant": lambda instr, operands, args: _constant(instr.shape, instr.literal),
-    "tuple": lambda instr, operands, args: tuple(operands),
-    "get-tuple-element": lambda instr, operands, args: operands[0][instr.attr("index")],
-    "bitcast": lambda instr, operands, args: _bitcast(instr, operands[0]),
-}
-
-
-def _logical(value) -> np.ndarray | tuple:
-    if isinstance(value, tuple):
-        return tuple(_logical(v) for v in value)
-    return _from_buffer(value)
-
-
-# The compile options that change the generated code, as the kernel cache's key records them.
-_OPTIONS = "backend=cpu native_bf16=False"
+def _allocation_owners(module: HloModule, assignment: BufferAssignment) -> dict[int, HloInstruction]:
+    """The instruction that first defines a value in each allocation (to name it in messages)."""
+    owners: dict[int, HloInstruction] = {}
+    for computation in sequenced_computations(module):
+        for instr in computation.instructions:
+            if instr.opcode in FORWARDING_OPCODES:
+                continue
+            for _, piece in assignment.leaf_slices(instr):
+                owners.setdefault(piece.allocation, instr)
+    return owners
 
 
 def compile(module: HloModule, backend: str = "cpu", *, dump_to: str | None = None,
-            dump_pass_re: str | None = None, verify: bool = True) -> Executable:
-    """Compiles every fusion of ``module``'s entry computation to native code.
+            dump_pass_re: str | None = None, verify: bool = True, run_hlo_passes: bool = True,
+            disabled_hlo_passes: Sequence[str] = (), progress: Callable[[str], None] | None = None) -> Executable:
+    """Compiles ``module`` for the CPU; the caller's module is left as it is (a copy is compiled).
 
-    The module is verified first (``verify=False`` skips that; the checks that
-    keep the generated code inside its buffers run regardless). Only loop
-    fusions, parameters, constants, tuples, get-tuple-element and bitcasts may
-    appear in the entry computation; an ``UnimplementedError`` names every op
-    that stops the module from running (there is no silent fallback)."""
+    The module is verified first (``verify=False`` skips that; the checks that keep the generated code inside
+    its buffers run regardless). With ``run_hlo_passes`` the CPU pass pipeline optimises it (skipping the
+    passes named in ``disabled_hlo_passes``); without, it runs as given (an XLA:CPU-optimised dump, say), only
+    flattened so that a computation control flow runs has one call site.
+    ``dump_to`` receives the module after each pass, the kernels' MLIR (stages matching ``dump_pass_re``),
+    the optimised module and its buffer assignment. ``progress`` is called with a short description of each
+    stage as it starts. An ``UnimplementedError`` names every op that stops the module from running, before
+    any kernel is compiled (there is no silent fallback)."""
+    started = time.perf_counter()
     if backend != "cpu":
         raise XlapyError(f"unknown backend {backend!r}; xlapy compiles for 'cpu'")
+    report = progress if progress is not None else (lambda stage: None)
     if verify:
         from xlapy.hlo.verifier import verify as verify_module
 
+        report("verifying")
         verify_module(module)
-    from xlapy.codegen.backends.cpu import CpuKernel
-    from xlapy.codegen.pipeline import Dumper, lower_fusion
+    from xlapy.codegen.pipeline import Dumper
 
+    dumper = Dumper.create(dump_to, dump_pass_re)
     if module.entry is None:
         raise VerifyError(f"module {module.name} has no entry computation")
-    blockers = cpu_blockers(module)
-    if blockers:
-        raise UnimplementedError(f"the CPU backend cannot run {module.name}: {', '.join(blockers)}; run it with "
-                                 "the interpreter (--backend interpreter)")
-    _check_entry_ops(module)
-    fusions = [i for i in module.entry.instructions if i.opcode == "fusion"]
-    for fusion in fusions:
-        check_fusion(fusion)
-    dumper = Dumper.create(dump_to, dump_pass_re)
-    device = Device.host()
-    steps: dict[HloInstruction, _FusionStep] = {}
-    for instr in fusions:
-        sizes = _buffer_sizes(instr)
-        elements = max(math.prod(s.dimensions) for s in fusion_outputs(instr))
+    _refuse_non_hlo_ops(module)
+    module = clone_module(module)
+    if run_hlo_passes:
+        if not verify:
+            # The passes read shapes and operands; an unverified module is checked as far as they rely on it.
+            check_runnable_computations(module, _control_flow_computations(module))
+        report("HLO passes")
+        _optimize(module, disabled_hlo_passes, dump_to)
+    else:
+        # Each computation control flow runs gets one place in memory, so one call site: as the pipeline
+        # leaves a module (a no-op on what XLA dumps).
+        from xlapy.transforms.flatten_call_graph import FlattenCallGraph
 
-        def build(fusion=instr) -> tuple[bytes, object]:
-            lowered = lower_fusion(fusion, device, dumper)
-            return CpuKernel.compile(lowered.module).object_code, lowered.launch
-
-        def check(kernel, launch: LaunchDimensions, fusion=instr, sizes=sizes, elements=elements) -> None:
-            _check_kernel(fusion, kernel, launch, sizes, elements)
-
-        if dumper is not None:  # dumps are only written by a real compilation
-            code, launch = build()
-            kernel = CpuKernel.from_object(code)
-            check(kernel, launch)
-        else:
-            cached = cached_kernel(fingerprint(instr, device, _OPTIONS), build, CpuKernel.from_object, check)
-            kernel, launch = cached.kernel, cached.launch
-        constants = [_constant(c.shape, c.literal).data for c in instr.fused_computation.instructions
-                     if c.opcode == "constant" and c.shape.dimensions]
-        steps[instr] = _FusionStep(instr, kernel, launch.blocks, elements, constants)
-    return Executable(module, steps)
+        FlattenCallGraph().run(module)
+    computations = sequenced_computations(module)
+    check_runnable_computations(module, computations)
+    report("scheduling and buffer assignment")
+    schedule = schedule_module(module)
+    assignment = assign_buffers(module, schedule)
+    if dumper is not None:
+        _write_dump(dumper.directory / f"{module.name}.after_optimizations.hlo", module.to_text())
+        _write_dump(dumper.directory / f"{module.name}.buffer_assignment.txt", str(assignment) + "\n")
+    report("thunks")
+    thunks = emit_thunks(module, schedule, assignment, dumper, progress)
+    return Executable(module, assignment, thunks, time.perf_counter() - started)
 
 
-def cpu_blockers(module: HloModule) -> list[str]:
-    """Every op of ``module`` that the CPU backend cannot run, as ``"opcode (name)"`` (empty when it can
-    run the module)."""
-    found = []
-    for instr in module.entry.instructions:
-        if instr.opcode == "parameter" and instr.shape.is_tuple:
-            found.append(f"parameter ({instr.name}) of tuple type {instr.shape}")
-        elif instr.opcode == "fusion":
-            found.extend(unsupported_fused_ops(instr))
-        elif instr.opcode not in _ENTRY_OPS:
-            found.append(f"{instr.opcode} ({instr.name})")
-    return found
+def _control_flow_computations(module: HloModule) -> list[HloComputation]:
+    """The entry and every computation control flow runs from it (a computation may be called from several
+    places before flatten-call-graph has run)."""
+    found: dict[int, HloComputation] = {}
+    pending = [module.entry]
+    while pending:
+        computation = pending.pop()
+        if id(computation) in found:
+            continue
+        found[id(computation)] = computation
+        pending.extend(callee for instr in computation.instructions if instr.opcode in SEQUENCED_CALLERS
+                       for callee in instr.called_computations)
+    return list(found.values())
 
 
-def _check_entry_ops(module: HloModule) -> None:
-    """The shapes of the entry's plain ops follow from their operands (buffers are passed on by these shapes),
-    checked even when the module is not verified."""
-    for instr in module.entry.instructions:
-        if instr.opcode in ("parameter", "fusion"):
-            continue  # parameters are checked against the arguments, fusions by ``check_fusion``
-        try:
-            expected = infer_shape(instr)
-        except XlapyError as error:
-            raise VerifyError(f"computation {module.entry.name}: {error}") from None
-        if not same_shape(expected, instr.shape):
-            raise VerifyError(f"computation {module.entry.name}, instruction {instr.name}: declared {instr.shape}, "
-                              f"its {instr.opcode} gives {expected}")
-        if instr.opcode == "bitcast" and buffer_bytes(instr.shape) != buffer_bytes(instr.operands[0].shape):
-            # Equal byte sizes in XLA's packing, but buffers here hold one element per byte.
-            raise UnimplementedError(f"the CPU backend cannot run bitcast {instr.name} from "
-                                     f"{instr.operands[0].shape} to {instr.shape}: packed elements (E(n) "
-                                     "layouts) take a whole byte each in its buffers")
+def _optimize(module: HloModule, disabled: Sequence[str], dump_to: str | None) -> None:
+    from xlapy.transforms.cpu_pipeline import optimize
+
+    optimize(module, disabled=tuple(disabled), dump_to=dump_to)
 
 
-def _buffer_sizes(fusion: HloInstruction) -> tuple[int, ...]:
-    """The byte size of each buffer of the fusion's kernel: operands, array constants, outputs."""
-    constants = [c.shape for c in fusion.fused_computation.instructions if c.opcode == "constant" and
-                 c.shape.dimensions]
-    shapes = [op.shape for op in fusion.operands] + constants + fusion_outputs(fusion)
-    return tuple(buffer_bytes(s) for s in shapes)
+def _refuse_non_hlo_ops(module: HloModule) -> None:
+    """StableHLO-only forms (``stablehlo.while``, ``sdy.*``, ...) have no HLO meaning the passes and thunks
+    know: they are refused, all at once, before anything runs on the module."""
+    found = [f"{instr.opcode} ({instr.name})" for computation in module.computations
+             for instr in computation.instructions if instr.opcode not in OPCODES]
+    if found:
+        raise UnimplementedError(f"the CPU backend cannot run {module.name}: {', '.join(found)}; run it with the "
+                                 "interpreter (--backend interpreter)")
 
 
-def _check_kernel(fusion: HloInstruction, kernel, launch: LaunchDimensions, sizes: tuple[int, ...],
-                  elements: int) -> None:
-    """Raises ``VerifyError`` unless ``kernel`` (compiled or from the cache) is made for ``fusion``: its buffers
-    are the fusion's and its launch covers every output element."""
-    signature = kernel.signature
-    if tuple(signature.buffer_sizes) != sizes:
-        raise VerifyError(f"the kernel of fusion {fusion.name} takes buffers of {list(signature.buffer_sizes)} bytes, "
-                          f"the fusion has {list(sizes)}")
-    if (signature.blocks, signature.threads) != (launch.blocks, launch.threads_per_block) or \
-            launch.blocks * launch.elements_per_block < elements:
-        raise VerifyError(f"the kernel of fusion {fusion.name} is launched as {launch}, which does not cover its "
-                          f"{elements} elements in {signature.blocks} blocks of {signature.threads} threads")
+def _write_dump(path, text: str) -> None:
+    try:
+        path.write_text(text)
+    except OSError as error:
+        raise XlapyError(f"cannot write {path}: {error.strerror}") from None

@@ -2,9 +2,10 @@
 
 The key is a fingerprint of everything the machine code depends on: the
 fused computation's text, the fusion's operand and result shapes (with
-layouts), the device, the compile options, the host CPU and its features, the
-versions of LLVM, llvmlite and xDSL, and the source of the whole xlapy package
-(the code generator uses its IR, indexing, shapes and more).
+layouts), which of its buffers are passed as one slice, the device, the
+compile options, the host CPU and its features, the versions of LLVM,
+llvmlite and xDSL, and the source of the whole xlapy package (the code
+generator uses its IR, indexing, shapes and more).
 
 On disk (``$XLAPY_CACHE_DIR``, default ``~/.cache/xlapy``) an entry is
 
@@ -24,7 +25,7 @@ import json
 import os
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,7 +98,8 @@ def host_cpu() -> str:
     return f"{llvm.get_process_triple()} {llvm.get_host_cpu_name()} {llvm.get_host_cpu_features().flatten()}"
 
 
-def key_inputs(fusion: HloInstruction, device: Device, options: str = "") -> dict[str, str]:
+def key_inputs(fusion: HloInstruction, device: Device, options: str = "",
+               slice_indices: Sequence[int] | None = None) -> dict[str, str]:
     """Everything a kernel's key covers, by name (see ``fingerprint``)."""
     return {
         "format": _MAGIC.decode().strip(),
@@ -107,16 +109,33 @@ def key_inputs(fusion: HloInstruction, device: Device, options: str = "") -> dic
         "host": host_cpu(),
         "device": repr(device),
         "options": options,
-        "computation": print_computation(fusion.fused_computation),
+        "computation": _computation_text(fusion.fused_computation),
         "result": str(fusion.shape),
         "operands": ",".join(str(op.shape) for op in fusion.operands),
+        # Buffers passed as one slice are one pointer argument of the code.
+        "slice_indices": "" if slice_indices is None else ",".join(map(str, slice_indices)),
     }
 
 
-def fingerprint(fusion: HloInstruction, device: Device, options: str = "") -> str:
+def _computation_text(computation) -> str:
+    """The text of ``computation`` and of every computation it calls (reducers, comparators...): a callee is
+    printed by name only, and the same name may stand for different code in different modules."""
+    texts, seen, pending = [], set(), [computation]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        texts.append(print_computation(current))
+        pending.extend(current.called_computations())
+    return "\n".join(texts)
+
+
+def fingerprint(fusion: HloInstruction, device: Device, options: str = "",
+                slice_indices: Sequence[int] | None = None) -> str:
     """The cache key of ``fusion``'s kernel for ``device`` compiled with ``options`` (a description of the
-    compile options that change the code)."""
-    text = json.dumps(key_inputs(fusion, device, options), sort_keys=True)
+    compile options that change the code) and the ``slice_indices`` of its buffers (``pipeline.lower_fusion``)."""
+    text = json.dumps(key_inputs(fusion, device, options, slice_indices), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -1,0 +1,134 @@
+"""Control flow: while, conditional and call run the thunk sequences of the computations they call, as
+XLA:CPU's ``WhileThunk``, ``ConditionalThunk`` and ``CallThunk`` (``xla/backends/cpu/runtime/``).
+
+The called computations' parameters are views of the caller's slices (the buffer assignment makes them so):
+a while's condition and body read the while's own slices, a branch reads its operand's, a callee its call's
+operands'. Results move only where the assignment put them elsewhere: the while's initial state into its
+slices, the body's result back into them after each iteration, a branch's or callee's result into the
+caller's slices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from xlapy.errors import UnimplementedError
+from xlapy.hlo.ir import HloInstruction, while_condition_and_body
+from xlapy.runtime.thunks.base import ExecutionContext, Thunk, ThunkSequence
+from xlapy.runtime.thunks.copy import SliceCopies, leaf_copies
+from xlapy.runtime.thunks.registry import thunk_rule
+from xlapy.shapes import Shape
+
+if TYPE_CHECKING:
+    from xlapy.buffers.assignment import BufferSlice
+    from xlapy.runtime.thunk_emitter import ThunkEmitter
+
+
+@dataclass(eq=False)
+class WhileThunk(Thunk):
+    """``initial`` copies the loop's initial state into its slices; then, while the condition's predicate
+    holds, the body runs and ``back`` copies its result into the state slices."""
+
+    name: str
+    initial: SliceCopies
+    condition: ThunkSequence
+    predicate: BufferSlice
+    body: ThunkSequence
+    back: SliceCopies
+    kind: str = field(default="control-flow", init=False)
+
+    @property
+    def nested(self) -> tuple[ThunkSequence, ...]:
+        return self.condition, self.body
+
+    def run(self, context: ExecutionContext) -> None:
+        self.initial.run(context)
+        predicate = context.array(self.predicate, _PRED)
+        while True:
+            self.condition.run(context)
+            if not predicate[0]:
+                return
+            self.body.run(context)
+            self.back.run(context)
+
+
+@dataclass(eq=False)
+class ConditionalThunk(Thunk):
+    """Runs the branch the selector picks (a pred: true picks branch 0, false branch 1; an s32 index: that
+    branch, the last one when out of range, as XLA), then copies its result into the conditional's slices."""
+
+    name: str
+    selector: BufferSlice
+    selector_shape: Shape
+    branches: list[tuple[ThunkSequence, SliceCopies]]
+    kind: str = field(default="control-flow", init=False)
+
+    @property
+    def nested(self) -> tuple[ThunkSequence, ...]:
+        return tuple(sequence for sequence, _ in self.branches)
+
+    def run(self, context: ExecutionContext) -> None:
+        value = context.array(self.selector, self.selector_shape)[0]
+        if self.selector_shape.element_type == "pred":
+            chosen = 0 if value else 1
+        else:
+            chosen = int(value)
+            if not 0 <= chosen < len(self.branches):
+                chosen = len(self.branches) - 1
+        sequence, result = self.branches[chosen]
+        sequence.run(context)
+        result.run(context)
+
+
+@dataclass(eq=False)
+class CallThunk(Thunk):
+    """Runs the callee's sequence, then copies its result into the call's slices where they differ."""
+
+    name: str
+    callee: ThunkSequence
+    result: SliceCopies
+    kind: str = field(default="control-flow", init=False)
+
+    @property
+    def nested(self) -> tuple[ThunkSequence, ...]:
+        return (self.callee,)
+
+    def run(self, context: ExecutionContext) -> None:
+        self.callee.run(context)
+        self.result.run(context)
+
+
+_PRED = Shape("pred", ())
+
+
+@thunk_rule("while")
+def _while(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
+    condition, body = while_condition_and_body(instr)
+    state = emitter.leaves(instr)
+    initial = leaf_copies(f"{instr.name} (initial state)", emitter.leaves(instr.operands[0]), state)
+    condition_thunks = emitter.emit_computation(condition)
+    body_thunks = emitter.emit_computation(body)
+    back = leaf_copies(f"{instr.name} (loop state)", emitter.leaves(body.root), state)
+    return [WhileThunk(instr.name, initial, condition_thunks, emitter.slice(condition.root), body_thunks, back)]
+
+
+@thunk_rule("conditional")
+def _conditional(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
+    selector = instr.operands[0]
+    if selector.shape.element_type not in ("pred", "s32") or selector.shape.dimensions:
+        raise UnimplementedError(f"conditional ({instr.name}) selected by {selector.shape}")
+    result = emitter.leaves(instr)
+    branches = []
+    for number, branch in enumerate(instr.called_computations):
+        sequence = emitter.emit_computation(branch)
+        copies = leaf_copies(f"{instr.name} (branch {number})", emitter.leaves(branch.root), result)
+        branches.append((sequence, copies))
+    return [ConditionalThunk(instr.name, emitter.slice(selector), selector.shape, branches)]
+
+
+@thunk_rule("call")
+def _call(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
+    (callee,) = instr.called_computations
+    sequence = emitter.emit_computation(callee)
+    result = leaf_copies(f"{instr.name} (result)", emitter.leaves(callee.root), emitter.leaves(instr))
+    return [CallThunk(instr.name, sequence, result)]

@@ -1,0 +1,97 @@
+"""What the library thunks (dot, convolution, sort, top-k, FFT, LAPACK custom calls) share: reading and
+writing the logical array a buffer slice holds, whatever its layout.
+
+A slice holds its array flat, in the physical order of the shape's layout. Without tiles or padding that
+order is a permutation of the logical dimensions, so the logical array is a strided numpy view of the flat
+one: reads and writes go straight to the allocation, and a column-major matrix (layout ``{0,1}``) is the
+Fortran-ordered array LAPACK expects. Tiled layouts are converted through ``from_physical``/``to_physical``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from xlapy.errors import UnimplementedError
+from xlapy.shapes import Shape, from_physical, physical_element_count, to_physical
+
+if TYPE_CHECKING:
+    from xlapy.buffers.assignment import BufferSlice
+    from xlapy.hlo.ir import HloInstruction
+    from xlapy.runtime.thunks.base import ExecutionContext
+
+
+def _major_to_minor(shape: Shape) -> tuple[int, ...] | None:
+    """The logical dimensions from the slowest varying to the fastest, or None when the layout is not a plain
+    permutation of them (tiles or padding)."""
+    layout = shape.layout
+    rank = len(shape.dimensions)
+    if layout is None:
+        return tuple(range(rank))
+    if layout.tiles or len(layout.minor_to_major) != rank:
+        return None
+    if physical_element_count(shape) != int(np.prod(shape.dimensions, dtype=np.int64)):
+        return None
+    return tuple(reversed(layout.minor_to_major))
+
+
+def logical_view(flat: np.ndarray, shape: Shape) -> np.ndarray | None:
+    """The logical array of ``shape`` as a writable view of its flat physical buffer ``flat``, or None when
+    the layout is not a permutation of the dimensions."""
+    order = _major_to_minor(shape)
+    if order is None:
+        return None
+    physical = flat.reshape([shape.dimensions[d] for d in order])
+    return physical.transpose(np.argsort(order)) if order != tuple(range(len(order))) else physical
+
+
+def is_row_major(shape: Shape) -> bool:
+    """Whether ``shape`` lays its array out in numpy's C order (the default layout)."""
+    return _major_to_minor(shape) == tuple(range(len(shape.dimensions)))
+
+
+def check_layout(instr: HloInstruction, shape: Shape) -> None:
+    """Refuses (at compile time) a shape whose elements are packed below a byte (``E(n)`` layouts): the
+    buffers here hold one element per byte."""
+    layout = shape.layout
+    if layout is not None and layout.element_size_in_bits and shape.type.bit_width < 8:
+        raise UnimplementedError(f"{instr.opcode} {instr.name}: {shape} packs its elements; the CPU library "
+                                 "thunks take one byte per element")
+
+
+def read(context: ExecutionContext, slice: BufferSlice, shape: Shape) -> np.ndarray:
+    """The logical array ``slice`` holds: a view of the allocation when the layout allows, else a copy."""
+    flat = context.array(slice, shape)
+    view = logical_view(flat, shape)
+    return view if view is not None else from_physical(flat, shape)
+
+
+def write(context: ExecutionContext, slice: BufferSlice, shape: Shape, value: np.ndarray) -> None:
+    """Stores the logical array ``value`` (converted to the element type of ``shape``) into ``slice``."""
+    flat = context.array(slice, shape)
+    view = logical_view(flat, shape)
+    if view is not None:
+        np.copyto(view, np.asarray(value), casting="unsafe")
+    else:
+        flat[...] = to_physical(np.asarray(value).astype(flat.dtype, copy=False), shape)
+
+
+def writable(context: ExecutionContext, slice: BufferSlice, shape: Shape) -> np.ndarray | None:
+    """A writable logical view of ``slice`` (results can be computed straight into it), or None for tiled
+    layouts (compute into a temporary and ``write`` it)."""
+    return logical_view(context.array(slice, shape), shape)
+
+
+def result_shapes(instr: HloInstruction) -> list[Shape]:
+    """The array results of ``instr``: its shape, or the elements of its tuple shape."""
+    return list(instr.shape.tuple_shapes) if instr.shape.is_tuple else [instr.shape]
+
+
+def backend_config_integers(instr: HloInstruction) -> dict[str, int]:
+    """The integer fields of a typed-FFI custom call's ``backend_config`` (``{mode = 65 : ui8, ...}``)."""
+    text = instr.attr("backend_config") or ""
+    if not isinstance(text, str):
+        return {}
+    return {name: int(value) for name, value in re.findall(r"([A-Za-z_][\w.]*)\s*=\s*(-?\d+)", text)}
