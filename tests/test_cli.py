@@ -1,6 +1,8 @@
 """The `xlapy` command: `xlapy layout`, its SVG, and one-line errors."""
 
+import io
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -11,7 +13,7 @@ import numpy as np
 import pytest
 
 import xlapy
-from tools.compare import assert_same
+from tools.compare import assert_same, assert_within_sum_of_magnitudes
 from xlapy.cli import main
 from xlapy.shapes import linear_index, parse_shape
 from xlapy.shapes.picture import LayoutPicture
@@ -431,19 +433,20 @@ def test_run_takes_stablehlo_as_jax_lowers_it(tmp_path, capsys, name):
     path = tmp_path / name  # by extension, or by content
     path.write_text(JAX_PROGRAM)
     np.savez(tmp_path / "in.npz", x, y)
-    assert main(["run", str(path), "--backend", "interpreter", "--inputs", str(tmp_path / "in.npz"),
-                 "--output", str(tmp_path / "out.npz")]) == 0
-    assert capsys.readouterr().out.startswith("tuple{0}: f32[2,3] ")
     want = f(x, y)
-    with np.load(tmp_path / "out.npz") as got:
-        # tanh(x) * y + 1 cancels near zero: within 1.5 eps of the largest |tanh(x) * y| + 1, the magnitude
-        # of its terms (measured: 0.83 eps, 16 ulps; 8 draws of x and y). The sum: bit for bit (8 draws).
-        terms = float(np.max(np.abs(np.tanh(x) * y) + 1))
-        assert_same(got["out0"], np.asarray(want[0]), atol=1.5 * float(np.finfo(np.float32).eps) * terms)
-        assert_same(got["out1"], np.asarray(want[1]))
-    # The CPU backend names what blocks it.
-    assert main(["run", str(path)]) == 1
-    assert "--backend interpreter" in one_line_error(capsys)
+    for backend in ("interpreter", "cpu"):
+        assert main(["run", str(path), "--backend", backend, "--inputs", str(tmp_path / "in.npz"),
+                     "--output", str(tmp_path / "out.npz")]) == 0
+        assert capsys.readouterr().out.startswith("tuple{0}: f32[2,3] ")
+        with np.load(tmp_path / "out.npz") as got:
+            # tanh(x) * y + 1 cancels near zero: within 1.5 eps of the largest |tanh(x) * y| + 1, the magnitude
+            # of its terms (measured: 0.83 eps, 16 ulps; 8 draws of x and y).
+            terms = float(np.max(np.abs(np.tanh(x) * y) + 1))
+            assert_same(got["out0"], np.asarray(want[0]), atol=1.5 * float(np.finfo(np.float32).eps) * terms)
+            if backend == "interpreter":
+                assert_same(got["out1"], np.asarray(want[1]))  # the sum: bit for bit (8 draws)
+            else:  # six additions in the kernel's order: within 6 eps of the sum of the magnitudes
+                assert_within_sum_of_magnitudes(got["out1"], np.asarray(want[1]), np.abs(x).sum(), 6)
 
 
 def test_run_verifies_stablehlo(tmp_path, capsys):
@@ -508,3 +511,178 @@ def test_sums_of_infinities_print_nan_without_a_warning(tmp_path, capsys):
     out, err = capsys.readouterr()
     crc = zlib.crc32(np.array([np.inf, -np.inf], np.float32).tobytes())
     assert (out, err) == (f"c: f32[2] [inf, -inf] sum=nan crc32={crc:08x}\n", "")
+
+
+# -- xlapy run on whole modules: HLO passes, dumps, progress and the compile summary ----------------------------
+
+WHOLE_MODULE = """HloModule loop
+
+cond {
+  c = (s32[], f32[8]) parameter(0)
+  ci = s32[] get-tuple-element(c), index=0
+  n = s32[] constant(10)
+  ROOT lt = pred[] compare(ci, n), direction=LT
+}
+
+body {
+  b = (s32[], f32[8]) parameter(0)
+  bi = s32[] get-tuple-element(b), index=0
+  one = s32[] constant(1)
+  next = s32[] add(bi, one)
+  v = f32[8] get-tuple-element(b), index=1
+  k = f32[] constant(1.5)
+  kb = f32[8] broadcast(k), dimensions={}
+  m = f32[8] multiply(v, kb)
+  ROOT t = (s32[], f32[8]) tuple(next, m)
+}
+
+ENTRY main {
+  x = f32[8] parameter(0)
+  y = f32[8] parameter(1)
+  s = f32[8] add(x, y)
+  onef = f32[] constant(1)
+  ones = f32[8] broadcast(onef), dimensions={}
+  sum1 = f32[8] multiply(s, ones)
+  zero = s32[] constant(0)
+  init = (s32[], f32[8]) tuple(zero, sum1)
+  w = (s32[], f32[8]) while(init), condition=cond, body=body
+  r = f32[8] get-tuple-element(w), index=1
+  ROOT out = f32[8] negate(r)
+}
+"""
+
+SUMMARY = re.compile(r"compiled loop: \d+ kernels?, \d+ library calls?, [\d,]+ buffer bytes, \d+\.\d\d s")
+
+
+def _parse_dot(path: Path):
+    import warnings
+
+    import pydot
+
+    with warnings.catch_warnings():  # pydot 4 calls pyparsing's camelCase names, which pyparsing 3.3 deprecates
+        warnings.simplefilter("ignore", DeprecationWarning)
+        (graph,) = pydot.graph_from_dot_data(path.read_text())
+
+    def clusters(g) -> set[str]:
+        found = set()
+        for sub in g.get_subgraphs():
+            found.add(sub.get_name().strip('"'))
+            found |= clusters(sub)
+        return found
+
+    return graph, clusters(graph)
+
+
+def test_run_compiles_a_whole_module_as_xla_cpu_runs_it(tmp_path, capsys):
+    from tools.xla_cpu import run_on_xla_cpu
+
+    hlo = tmp_path / "loop.hlo"
+    hlo.write_text(WHOLE_MODULE)
+    x, y = (np.linspace(-2, 2, 8, dtype=np.float32), np.arange(8, dtype=np.float32) / 7)
+    np.savez(tmp_path / "in.npz", x=x, y=y)
+    dumps = tmp_path / "dumps"
+    assert main(["run", str(hlo), "--inputs", str(tmp_path / "in.npz"), "--output", str(tmp_path / "out.npz"),
+                 "--dump-to", str(dumps)]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("out: f32[8] [")
+    # stdout holds the results; the summary is one line on stderr (which is no terminal here: no progress).
+    assert SUMMARY.fullmatch(err.rstrip("\n")) and err.count("\n") == 1, err
+    with np.load(tmp_path / "out.npz") as saved:
+        assert_same(saved["out0"], run_on_xla_cpu(WHOLE_MODULE, x, y))  # multiplies by 1.5: bit for bit
+    names = sorted(p.name for p in dumps.iterdir())
+    # The HLO after each pass that changed it, numbered in order and named after the pass: algsimp drops s * 1.
+    assert [n for n in names if re.fullmatch(r"\d{4}\.[\w .-]+\.after_algsimp\.hlo", n)], names
+    # The optimised module as a graph: each fusion a cluster named as its kernel dumps, the loop's
+    # computations clusters too.
+    optimized = xlapy.compile(xlapy.parse_hlo(WHOLE_MODULE)).module
+    fusions = [i.name for i in optimized.instructions if i.opcode == "fusion"]
+    graph, clusters = _parse_dot(dumps / "loop.optimized.dot")
+    assert graph.get_type() == "digraph"
+    (loop,) = [i for i in optimized.instructions if i.opcode == "while"]
+    assert clusters == {f"cluster_{f}" for f in fusions} | {f"cluster_{c.name}" for c in loop.called_computations}
+    for fusion in fusions:
+        assert any(n.startswith(f"{fusion}.00.") and n.endswith(".mlir") for n in names), (fusion, names)
+
+
+def test_disable_all_hlo_passes_runs_the_module_as_given(tmp_path, capsys):
+    from tools.xla_cpu import run_on_xla_cpu
+
+    hlo = tmp_path / "loop.hlo"
+    hlo.write_text(WHOLE_MODULE)
+    x, y = np.full(8, 0.25, np.float32), np.arange(8, dtype=np.float32)
+    np.savez(tmp_path / "in.npz", x, y)
+    dumps = tmp_path / "dumps"
+    assert main(["run", str(hlo), "--disable-all-hlo-passes", "--inputs", str(tmp_path / "in.npz"),
+                 "--output", str(tmp_path / "out.npz"), "--dump-to", str(dumps)]) == 0
+    capsys.readouterr()
+    with np.load(tmp_path / "out.npz") as saved:
+        assert_same(saved["out0"], run_on_xla_cpu(WHOLE_MODULE, x, y))
+    assert not [p.name for p in dumps.iterdir() if ".after_" in p.name and p.name[:4].isdigit()]
+    # Nothing fused: every instruction of the module as given is a node, and only the loop makes clusters.
+    graph, clusters = _parse_dot(dumps / "loop.optimized.dot")
+    assert clusters == {"cluster_cond", "cluster_body"}
+
+    def nodes(g) -> set[str]:
+        return {n.get_name().strip('"') for n in g.get_nodes() if n.get_name() != "node"}.union(
+            *(nodes(sub) for sub in g.get_subgraphs()))
+
+    assert nodes(graph) == {i.name for i in xlapy.parse_hlo(WHOLE_MODULE).instructions}
+
+
+def test_disable_hlo_passes_skips_the_named_passes(tmp_path, capsys):
+    hlo = tmp_path / "loop.hlo"
+    hlo.write_text(WHOLE_MODULE)
+    np.savez(tmp_path / "in.npz", np.ones(8, np.float32), np.ones(8, np.float32))
+    outputs = []
+    for disabled in ([], ["--disable-hlo-passes=algsimp,cse"]):
+        dumps = tmp_path / f"dumps{len(disabled)}"
+        assert main(["run", str(hlo), *disabled, "--dump-to", str(dumps), "--inputs", str(tmp_path / "in.npz")]) == 0
+        outputs.append(capsys.readouterr().out)
+        passes = {p.name.rsplit(".after_", 1)[1] for p in dumps.glob("*.after_*.hlo")}
+        assert ("algsimp.hlo" in passes) == (not disabled), passes
+    value = np.float32(2)
+    for _ in range(10):
+        value = value * np.float32(1.5)  # exact in f32 (3**10 < 2**24)
+    assert outputs[0] == outputs[1]
+    assert outputs[0].startswith(f"out: f32[8] [{-value}, {-value}, ")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--disable-hlo-passes", "no-such-pass"], "no-such-pass"),
+    (["--disable-hlo-passes", "cse,,dce"], "argument --disable-hlo-passes: expected pass names separated by commas"),
+    (["--disable-hlo-passes=cse", "--disable-all-hlo-passes"], "not allowed with argument --disable-hlo-passes"),
+    (["--disable-all-hlo-passes", "--backend", "interpreter"], "need --backend cpu"),
+])
+def test_bad_hlo_pass_options_are_one_line_errors(tmp_path, capsys, argv, message):
+    hlo = tmp_path / "loop.hlo"
+    hlo.write_text(WHOLE_MODULE)
+    assert main(["run", str(hlo), *argv]) == 1
+    assert message in one_line_error(capsys)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_shows_on_a_terminal_once_a_compile_has_run_a_second():
+    from xlapy.cli import _Progress
+
+    now = [100.0]
+    terminal = _Terminal()
+    progress = _Progress(terminal, clock=lambda: now[0])
+    progress("HLO passes")
+    assert terminal.getvalue() == ""  # short compiles print nothing
+    now[0] = 102.25
+    progress("kernel 1/3: fusion.2")
+    progress("kernel 2/3: fusion.3")
+    assert terminal.getvalue() == ("\r\x1b[Kxlapy: compiling (2 s): kernel 1/3: fusion.2"
+                                   "\r\x1b[Kxlapy: compiling (2 s): kernel 2/3: fusion.3")
+    progress.close()
+    assert terminal.getvalue().endswith("fusion.3\r\x1b[K")  # the line is cleared when the compile ends
+    not_a_terminal = io.StringIO()
+    progress = _Progress(not_a_terminal, clock=lambda: now[0])
+    now[0] += 60
+    progress("kernel 1/3: fusion.2")
+    progress.close()
+    assert not_a_terminal.getvalue() == ""

@@ -49,6 +49,19 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 LAYER_OF = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 
+# Modules that sit at another layer than their package, each with the reason.
+# ``xlapy.frontends.jax``: its ``jit`` compiles what JAX lowers with
+# ``xlapy.compile`` (runtime), so the JAX frontend sits with the public API,
+# above the runtime; the rest of ``frontends`` stays below the transforms, and
+# nothing below the ``xlapy`` layer imports the JAX frontend. (A separate
+# top-level module holding ``jit`` would leave ``xlapy.frontends.jax.jit``, the
+# name JAX users look for, reachable only through an upward import.)
+MODULE_LAYERS = {"xlapy.frontends.jax": "xlapy"}
+
+
+def layer_of(module: str) -> int:
+    return LAYER_OF[MODULE_LAYERS.get(module, unit_of(module))]
+
 
 @dataclass(frozen=True)
 class Import:
@@ -267,9 +280,13 @@ def test_packages_import_only_lower_layers():
     violations = []
     for imp in imports():
         source, target = unit_of(imp.source), unit_of(imp.target)
-        if source == target or source not in LAYER_OF or target not in LAYER_OF:
+        if source not in LAYER_OF or target not in LAYER_OF:
             continue
-        if LAYER_OF[target] >= LAYER_OF[source]:
+        if source == target and imp.source not in MODULE_LAYERS and imp.target not in MODULE_LAYERS:
+            continue
+        # Within a package, a module moved up may import its siblings, but not the other way round.
+        if layer_of(imp.target) > layer_of(imp.source) or (layer_of(imp.target) == layer_of(imp.source)
+                                                           and source != target):
             violations.append(f"{imp.source}:{imp.line} imports {imp.target} ({source} may not import {target})")
     assert not violations, "imports against the data flow:\n" + "\n".join(sorted(violations))
 

@@ -97,11 +97,16 @@ def _read_module(path: str, verify: bool):
 
 def _check_memory(module, backend: str) -> None:
     """Refuse a module whose values cannot fit in memory before running it: the
-    interpreter materialises every value, the CPU backend those of the entry."""
+    interpreter materialises every value, the CPU backend those of every computation
+    but the fused ones (a kernel computes those element by element)."""
     from xlapy.memory import buffer_bytes, check_bytes
     from xlapy.shapes import ELEMENT_TYPES, UNBOUNDED_SIZE
 
-    computations = module.computations if backend == "interpreter" else [module.entry]
+    computations = module.computations
+    if backend != "interpreter":
+        fused = {id(i.called_computations[0]) for i in module.instructions if i.opcode == "fusion"
+                 and i.called_computations}
+        computations = [c for c in computations if id(c) not in fused]
 
     def size(shape) -> int:
         if shape.tuple_shapes:
@@ -147,8 +152,10 @@ def _run(args: argparse.Namespace) -> None:
 
     if args.dump_pass_re is not None and args.dump_to is None:
         raise XlapyError("--dump-pass-re needs --dump-to DIR")
-    if args.backend == "interpreter" and (args.dump_to or args.compare):
-        raise XlapyError("--dump-to and --compare need --backend cpu")
+    if args.backend == "interpreter" and (args.dump_to or args.compare or args.disable_all_hlo_passes
+                                          or args.disable_hlo_passes):
+        raise XlapyError("--dump-to, --compare, --disable-all-hlo-passes and --disable-hlo-passes need "
+                         "--backend cpu (the interpreter runs the module as given)")
     if args.backend != "interpreter" and args.max_while_iterations is not None:
         raise XlapyError("--max-while-iterations needs --backend interpreter")
     if args.output:
@@ -162,14 +169,12 @@ def _run(args: argparse.Namespace) -> None:
         inputs = read_arguments(args.inputs, [(p.name, p.shape) for p in module.entry.parameters])
     else:
         inputs = make_fake_arguments(module, args.seed)
+    executable = None
     if args.backend == "interpreter":
         run = lambda: evaluate(module, *inputs, verify=False,  # noqa: E731
                                max_while_iterations=args.max_while_iterations)
     else:
-        from xlapy.runtime import compile
-
-        executable = compile(module, backend=args.backend, dump_to=args.dump_to, dump_pass_re=args.dump_pass_re,
-                             verify=False)
+        executable = _compile(module, args)
         run = lambda: executable(*inputs)  # noqa: E731
     result = run()
     outputs = list(_leaves(result))
@@ -185,6 +190,71 @@ def _run(args: argparse.Namespace) -> None:
         from xlapy.runtime.array_files import write_arrays
 
         write_arrays(args.output, {f"out{i}": np.asarray(a) for i, (_, a) in enumerate(outputs)})
+    if executable is not None:
+        # Last, once everything succeeded: a failing run's stderr is its one error line.
+        print(executable.summary, file=sys.stderr)
+
+
+def _compile(module, args: argparse.Namespace):
+    """``xlapy.compile`` with the options of ``xlapy run``: the HLO passes (all, none, or all but some),
+    dumps, and progress on stderr while it runs."""
+    from xlapy.hlo.dot_graph import dump_dot
+    from xlapy.runtime import compile
+
+    progress = _Progress(sys.stderr)
+    try:
+        executable = compile(module, backend=args.backend, dump_to=args.dump_to, dump_pass_re=args.dump_pass_re,
+                             verify=False, run_hlo_passes=not args.disable_all_hlo_passes,
+                             disabled_hlo_passes=args.disable_hlo_passes, progress=progress)
+    finally:
+        progress.close()
+    if args.dump_to is not None:
+        dump_dot(executable.module, args.dump_to, "optimized")
+    return executable
+
+
+class _Progress:
+    """Reports what a compile is doing, on ``stream``: only when it is a terminal, and only once the
+    compile has run for ``DELAY`` seconds (short compiles print nothing), each message overwriting
+    the last on one line, which ``close`` clears."""
+
+    DELAY = 1.0
+
+    def __init__(self, stream, clock=None):
+        import time
+
+        self.stream = stream
+        self.clock = clock or time.monotonic
+        self.start = self.clock()
+        self.shown = False
+        try:
+            self.enabled = bool(stream.isatty())
+        except (AttributeError, ValueError):
+            self.enabled = False
+
+    def __call__(self, message: str) -> None:
+        if not self.enabled or self.clock() - self.start < self.DELAY:
+            return
+        import shutil
+
+        width = max(shutil.get_terminal_size().columns - 1, 20)
+        line = f"xlapy: compiling ({self.clock() - self.start:.0f} s): {message}"
+        self.stream.write("\r\x1b[K" + line[:width])
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.shown = False
+
+
+def _pass_names(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(","))
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected pass names separated by commas, got {text!r}")
+    return names
 
 
 def _check_writable(path: str) -> None:
@@ -297,9 +367,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser(
         "run", help="run an HLO or StableHLO module",
-        description="Verify the module, then run its entry computation on seeded random inputs (parameters used "
+        description="Verify the module, compile it for the CPU as XLA:CPU does (HLO passes, fusion, buffer "
+        "assignment, kernels and library calls), then run it on seeded random inputs (parameters used "
         "as indices are drawn in range) or on the arrays of --inputs, and print each output's shape, first "
-        "values and checksums.",
+        "values and checksums. A one-line summary of the compile goes to stderr at the end, and so does its "
+        "progress while it runs when stderr is a terminal and the compile takes more than a second.",
     )
     run.add_argument("file", metavar="FILE", help="HLO text, as XLA and JAX print it, or StableHLO MLIR (a .mlir "
                      "file or text starting with 'module', as jax.jit(f).lower(x).as_text() gives)")
@@ -319,9 +391,18 @@ def build_parser() -> argparse.ArgumentParser:
                      "iterations (default: no limit, as in XLA)")
     run.add_argument("--no-verify", action="store_true", help="skip verifying the module (faster; bad input may "
                      "then fail later, with a less precise error)")
-    run.add_argument("--dump-to", metavar="DIR", help="write the MLIR after each codegen pass into DIR")
+    run.add_argument("--dump-to", metavar="DIR", help="write into DIR the HLO after each HLO pass that changed "
+                     "the module (NNNN.<pipeline>.after_<pass>.hlo), the MLIR after each codegen pass of each kernel "
+                     "(<fusion>.NN.<pass>.mlir) and the optimised module as a Graphviz graph "
+                     "(<module>.optimized.dot, each fusion a cluster)")
     run.add_argument("--dump-pass-re", metavar="RE",
-                     help="with --dump-to: only the passes whose name matches RE (e.g. fusion-emitter)")
+                     help="with --dump-to: only the codegen passes whose name matches RE (e.g. fusion-emitter)")
+    hlo_passes = run.add_mutually_exclusive_group()
+    hlo_passes.add_argument("--disable-all-hlo-passes", action="store_true",
+                            help="run no HLO pass: compile the module as given (one XLA has already optimised, "
+                            "with its fusions)")
+    hlo_passes.add_argument("--disable-hlo-passes", metavar="A,B", type=_pass_names, default=(),
+                            help="skip the HLO passes of these names (e.g. algsimp,cse)")
     run.set_defaults(run=_run)
 
     indexing = commands.add_parser(
