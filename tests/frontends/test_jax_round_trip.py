@@ -268,8 +268,8 @@ _CHLO_ONLY = {"erf_gelu": "chlo.erfc", "random_threefry": "chlo.erf_inv", "reduc
                                                reason=f"no interpreter rule for {_CHLO_ONLY[name]}"))
     if name in _CHLO_ONLY else name for name in sorted(_corpus())])
 def test_interpreter_corpus_imported_from_stablehlo_matches_jax(name: str) -> None:
-    from tools.jax_corpus import flat_arguments, jax_result
     from tests.interpreter.test_jax_corpus import _compare
+    from tools.jax_corpus import flat_arguments, jax_result
 
     _compare(name, xlapy.evaluate(parse_module(_corpus_text(name)), *flat_arguments(name)), jax_result(name))
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import xlapy
-from tools.jax_corpus import PROGRAMS, TOLERANCES, Tolerance, flat_arguments, jax_result
 from tools.compare import assert_same, leaves
+from tools.jax_corpus import PROGRAMS, TOLERANCES, Tolerance, flat_arguments, jax_result
 from xlapy.frontends.jax import from_jax, optimized_from_jax
 from xlapy.interpreter.evaluator import evaluate
 

@@ -1,0 +1,466 @@
+"""Whole JAX programs compiled by xlapy side by side with XLA:CPU (through jax, in this process).
+
+Each program is lowered by jax and compiled twice: by ``xlapy.compile`` (the lowered, unfused module,
+through xlapy's HLO passes, fusion, buffer assignment and thunks) and by ``jax.jit(...).compile()``
+(XLA:CPU). Printed for each: xlapy's compile time cold (an empty kernel cache: ``$XLAPY_CACHE_DIR``
+set to a fresh directory, the compiler's modules imported beforehand) and cached (the in-memory cache
+cleared, so kernels come from disk), XLA's compile time, then the medians of N rounds alternating one
+xlapy run (``executable(*arrays)``, which copies the numpy arguments in and the results out) and one
+XLA:CPU run (on device buffers placed once, until ready), the ratio XLA time / xlapy time (above 1:
+xlapy is faster), and their geometric mean over the programs that compiled. A program xlapy cannot
+compile yet prints ``not compiled: <reason>``. Results are compared with XLA's and, at a small size of
+the same program, with the reference interpreter (the largest difference in machine epsilons of the
+largest result, a bound sums in any order keep). A program whose first run takes over two seconds is
+timed once.
+
+The sizes are memory-bound (a few MB to tens of MB per array), like benchmarks/loop_fusion_vs_xla.py.
+
+    python -m benchmarks.programs_vs_xla                    # every program
+    python -m benchmarks.programs_vs_xla softmax sort       # these programs
+    python -m benchmarks.programs_vs_xla --rounds 50 --scale 0.25
+    python -m benchmarks.programs_vs_xla --corpus           # the JAX corpus: kernels, fusions and bytes
+    python -m benchmarks.programs_vs_xla --compile-only     # the 100-instruction compile-time case
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+from jax import lax
+from rich.console import Console
+from rich.table import Table
+
+import xlapy
+from benchmarks.loop_fusion_vs_xla import import_compiler
+from tools.compare import is_float, leaves
+from tools.xla_program_stats import describe_fusions, program_table_rows
+from xlapy.frontends.jax import from_jax
+from xlapy.runtime.kernel_cache import clear_memory_cache
+
+bf16 = ml_dtypes.bfloat16
+
+# -- the programs ---------------------------------------------------------------------------------
+
+
+def gelu(x):
+    return jax.nn.gelu(x, approximate=True)
+
+
+def softmax(x):
+    return jax.nn.softmax(x, axis=-1)
+
+
+def layernorm(x, gamma, beta):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) * lax.rsqrt(var + 1e-5) * gamma + beta
+
+
+def rmsnorm(x, gamma):
+    wide = x.astype(jnp.float32)
+    scale = lax.rsqrt((wide * wide).mean(-1, keepdims=True) + 1e-6)
+    return (wide * scale).astype(x.dtype) * gamma
+
+
+def broadcast_chain(x, row, column):
+    return jnp.maximum((x + row[None, :]) * column[:, None] - 0.5, 0.0) * 2.0 + row[None, :]
+
+
+def transpose_021(x):
+    return x.transpose(0, 2, 1)
+
+
+def transpose_102(x):
+    return x.transpose(1, 0, 2)
+
+
+def transpose_210(x):
+    return x.transpose(2, 1, 0)
+
+
+def row_sums(x):
+    return x.sum(axis=1)
+
+
+def column_sums(x):
+    return x.sum(axis=0)
+
+
+def argmax(x):
+    return jnp.argmax(x, axis=1)
+
+
+def concatenation(a, b, c):
+    return jnp.concatenate([a, b * 2.0, c], axis=1)
+
+
+def scan_update_slice(rows):
+    # Each step writes one transformed row into the carried buffer at the step's index.
+    def step(i, buffer):
+        return lax.dynamic_update_slice(buffer, jnp.tanh(rows[i])[None, :] * 2.0, (i, 0))
+
+    return lax.fori_loop(0, rows.shape[0], step, jnp.zeros_like(rows))
+
+
+def scatter_add(table, indices, updates):
+    return table.at[indices].add(updates)
+
+
+def mlp_block(x, w1, b1, w2, b2):
+    return jax.nn.relu(x @ w1 + b1) @ w2 + b2
+
+
+def attention(q, k, v):
+    scores = (q @ k.T) / np.float32(np.sqrt(q.shape[-1]))
+    return jax.nn.softmax(scores, axis=-1) @ v
+
+
+def conv2d(x, w):
+    return lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+
+def sort(x):
+    return jnp.sort(x, axis=-1)
+
+
+def hundred_instructions(x, w):
+    """About 100 HLO instructions: dots, reductions and elementwise chains, for the compile-time case."""
+    h = x
+    for step in range(3):
+        h = jnp.tanh(h @ w) * (0.5 + step) + h.mean(-1, keepdims=True)
+        h = jnp.where(h > 0, h, jnp.exp(h) - 1.0) - h.max(0, keepdims=True) * 0.1
+    return h, h.sum()
+
+
+@dataclass
+class Program:
+    name: str
+    fn: Callable[..., Any]
+    # Arguments at a scale (1: the benchmark's size); small scales give the interpreter check's size.
+    make_args: Callable[[np.random.Generator, float], tuple[Any, ...]]
+
+
+def _n(size: int, scale: float, minimum: int = 2) -> int:
+    return max(minimum, int(size * scale))
+
+
+def _normal(rng: np.random.Generator, *shape: int, dtype: Any = np.float32, scale: float = 1.0) -> np.ndarray:
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+def _programs() -> list[Program]:
+    f32 = _normal
+    return [
+        Program("gelu f32", gelu, lambda r, s: (f32(r, 6, _n(512, s), 4096),)),
+        Program("gelu bf16", gelu, lambda r, s: (f32(r, 6, _n(512, s), 4096, dtype=bf16),)),
+        Program("softmax", softmax, lambda r, s: (f32(r, _n(4096, s), 1024),)),
+        Program("layernorm", layernorm, lambda r, s: (f32(r, _n(4096, s), 1024), f32(r, 1024), f32(r, 1024))),
+        Program("rmsnorm bf16", rmsnorm,
+                lambda r, s: (f32(r, _n(4096, s), 1024, dtype=bf16), f32(r, 1024, dtype=bf16))),
+        Program("broadcast chain", broadcast_chain,
+                lambda r, s: (f32(r, _n(4096, s), 1024), f32(r, 1024), f32(r, _n(4096, s)))),
+        Program("transpose 021", transpose_021, lambda r, s: (f32(r, _n(64, s), 256, 256),)),
+        Program("transpose 102", transpose_102, lambda r, s: (f32(r, _n(64, s), 256, 256),)),
+        Program("transpose 210", transpose_210, lambda r, s: (f32(r, _n(64, s), 256, 256),)),
+        Program("row reduction", row_sums, lambda r, s: (f32(r, _n(4096, s), 1024),)),
+        Program("column reduction", column_sums, lambda r, s: (f32(r, _n(4096, s), 1024),)),
+        Program("argmax", argmax, lambda r, s: (f32(r, _n(4096, s), 1024),)),
+        Program("concatenate", concatenation,
+                lambda r, s: (f32(r, _n(2048, s), 1024), f32(r, _n(2048, s), 512), f32(r, _n(2048, s), 256))),
+        Program("scan dynamic-update-slice", scan_update_slice, lambda r, s: (f32(r, _n(64, s), 16384),)),
+        Program("scatter-add", scatter_add,
+                lambda r, s: (f32(r, _n(65536, s), 16), r.integers(0, _n(65536, s), _n(16384, s)).astype(np.int32),
+                              f32(r, _n(16384, s), 16))),
+        Program("mlp block", mlp_block,
+                lambda r, s: (f32(r, _n(256, s), 512), f32(r, 512, 2048, scale=0.05), f32(r, 2048),
+                              f32(r, 2048, 512, scale=0.05), f32(r, 512))),
+        Program("attention", attention,
+                lambda r, s: (f32(r, _n(1024, s), 128), f32(r, _n(1024, s), 128), f32(r, _n(1024, s), 128))),
+        Program("conv2d", conv2d, lambda r, s: (f32(r, _n(8, s, 1), 64, 64, 32), f32(r, 3, 3, 32, 32, scale=0.1))),
+        Program("sort", sort, lambda r, s: (f32(r, _n(256, s), 4096),)),
+    ]
+
+
+# A program whose first run takes longer than this (seconds) is timed once only.
+_SLOW_RUN = 2.0
+# The interpreter check's scale: small enough for the interpreter, large enough to take the same code paths.
+_CHECK_SCALE = 1 / 256
+
+
+# -- measuring ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    name: str
+    description: str
+    not_compiled: str | None = None
+    cold: float | None = None
+    cached: float | None = None
+    xla_compile: float | None = None
+    kernels: int | None = None
+    library_calls: int | None = None
+    bytes_moved: int = 0
+    ours: list[float] = field(default_factory=list)
+    theirs: list[float] = field(default_factory=list)
+    error_xla: float | None = None
+    error_interpreter: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def compile_cold_and_cached(module_of: Callable[[], xlapy.HloModule], directory: Path) -> tuple[float, float, Any]:
+    """xlapy's compile time into the empty kernel cache ``directory``, then with the kernels on disk only."""
+    directory.mkdir(parents=True)
+    # The kernel cache reads the variable at every compile, so a fresh directory is a cold disk cache.
+    os.environ["XLAPY_CACHE_DIR"] = str(directory)
+    clear_memory_cache()
+    cold, executable = _timed(lambda: xlapy.compile(module_of(), backend="cpu"))
+    clear_memory_cache()
+    cached, _ = _timed(lambda: xlapy.compile(module_of(), backend="cpu"))
+    return cold, cached, executable
+
+
+def error_in_epsilons(got: np.ndarray, expected: np.ndarray) -> float:
+    """The largest difference between ``got`` and ``expected`` in machine epsilons of the largest expected
+    magnitude (the bound a sum in any order keeps; ulps mislead for results that cancel to near zero):
+    0 for equal arrays, infinite for integers that differ or a NaN or infinity against another value."""
+    expected = np.asarray(expected).astype(got.dtype)
+    if not (got.dtype.kind == "c" or is_float(got.dtype)):
+        return 0.0 if np.array_equal(got, expected) else math.inf
+    wide_got, wide_expected = got.astype(np.complex128), expected.astype(np.complex128)
+    same = (wide_got == wide_expected) | (np.isnan(wide_got) & np.isnan(wide_expected))
+    finite = np.isfinite(wide_got) & np.isfinite(wide_expected)
+    if (~same & ~finite).any():
+        return math.inf
+    error = float(np.abs(wide_got - wide_expected)[~same].max(initial=0.0))
+    if error == 0:
+        return 0.0
+    largest = float(np.abs(wide_expected[finite]).max(initial=0.0))
+    return error / (float(ml_dtypes.finfo(got.real.dtype).eps) * largest)
+
+
+def _worst_error(ours: list[np.ndarray], theirs: list[np.ndarray]) -> float:
+    return max((error_in_epsilons(a, b) for a, b in zip(ours, theirs)), default=0.0)
+
+
+def check_small(program: Program) -> float:
+    """The largest error of xlapy against the interpreter (``error_in_epsilons``) at the check's scale."""
+    args = program.make_args(np.random.default_rng(1), _CHECK_SCALE)
+    module = from_jax(program.fn, *args)
+    flat = jax.tree.leaves(args)
+    ours = leaves(xlapy.compile(module, backend="cpu")(*flat))
+    return _worst_error(ours, leaves(xlapy.evaluate(module, *flat)))
+
+
+def run_program(program: Program, rounds: int, scale: float, check: bool, cache_root: Path,
+                console: Console) -> Result:
+    args = program.make_args(np.random.default_rng(0), scale)
+    flat = jax.tree.leaves(args)
+    description = ", ".join(f"{a.dtype}{list(a.shape)}" for a in flat)
+    console.print(f"[bold]{program.name}[/]: {description}")
+    result = Result(program.name, description)
+    try:
+        result.cold, result.cached, executable = compile_cold_and_cached(
+            lambda: from_jax(program.fn, *args), cache_root / program.name.replace(" ", "_"))
+    except xlapy.XlapyError as error:
+        result.not_compiled = f"{type(error).__name__}: {error}"
+        return result
+    summary = getattr(executable, "summary", None)
+    if summary is not None:
+        result.kernels, result.library_calls = summary.kernels, summary.library_calls
+
+    lowered = jax.jit(program.fn).lower(*args)
+    result.xla_compile, compiled = _timed(lowered.compile)
+    device_args = jax.device_put(args)
+
+    def run_xla() -> Any:
+        return jax.block_until_ready(compiled(*device_args))
+
+    try:
+        first_run, ours = _timed(lambda: leaves(executable(*flat)))
+    except xlapy.XlapyError as error:
+        result.not_compiled = f"runs with {type(error).__name__}: {error}"
+        return result
+    theirs = [np.asarray(t) for t in leaves(run_xla())]
+    result.bytes_moved = sum(a.nbytes for a in flat) + sum(o.nbytes for o in ours)
+    result.error_xla = _worst_error(ours, theirs)
+    if check:
+        result.error_interpreter = check_small(program)
+
+    if first_run > _SLOW_RUN:
+        rounds = 1
+        result.notes.append(f"one run took {_seconds(first_run)}: timed once, without warm-up")
+    else:
+        for _ in range(2):  # warm-up: thread pools, page faults of fresh outputs
+            executable(*flat)
+            run_xla()
+    sides = [(lambda: executable(*flat), result.ours), (run_xla, result.theirs)]
+    for i in range(rounds):
+        # Alternate which side goes first, so neither always runs on a cache the other just warmed.
+        for run, times in (sides if i % 2 == 0 else sides[::-1]):
+            start = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - start)
+    return result
+
+
+# -- reporting ------------------------------------------------------------------------------------
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value < 1e-3:
+        return f"{value * 1e6:.0f} µs"
+    return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def _epsilons(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if math.isinf(value):
+        return "differ"
+    return "0" if value == 0 else f"{value:.2g} ε"
+
+
+def geometric_mean(ratios: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(r) for r in ratios))
+
+
+def report(results: list[Result], rounds: int, imports: float, console: Console) -> None:
+    table = Table(title=f"JAX programs: xlapy vs XLA:CPU (medians of {rounds} alternating rounds)")
+    for column in ("program", "xlapy", "XLA", "XLA/xlapy", "xlapy GB/s", "kernels", "library", "compile cold",
+                   "cached", "XLA compile", "vs XLA", "vs interp"):
+        table.add_column(column, justify="left" if column == "program" else "right")
+    ratios = []
+    for r in results:
+        if r.not_compiled is not None:
+            table.add_row(r.name, f"[yellow]not compiled: {r.not_compiled}[/]", *[""] * 10)
+            continue
+        ours, theirs = statistics.median(r.ours), statistics.median(r.theirs)
+        ratio = theirs / ours
+        ratios.append(ratio)
+        style = "green" if ratio >= 1.0 else "red"
+        table.add_row(r.name, _seconds(ours), _seconds(theirs), f"[{style}]{ratio:.2f}[/]",
+                      f"{r.bytes_moved / ours / 1e9:.1f}", str(r.kernels if r.kernels is not None else "-"),
+                      str(r.library_calls if r.library_calls is not None else "-"), _seconds(r.cold),
+                      _seconds(r.cached), _seconds(r.xla_compile), _epsilons(r.error_xla),
+                      _epsilons(r.error_interpreter))
+    console.print(table)
+    if ratios:
+        console.print(f"geometric mean of XLA/xlapy over the {len(ratios)} programs that compiled: "
+                      f"{geometric_mean(ratios):.3f}")
+    console.print(f"compile cold: empty kernel cache, the compiler's modules already imported (importing them "
+                  f"took {_seconds(imports)}); cached: the same compile with the kernels on disk only. "
+                  "xlapy's time includes copying the numpy arguments in and the results out; XLA's runs on "
+                  "device buffers placed once. vs interp: the largest difference from the interpreter (at a small "
+                  "size), in machine epsilons of the largest result; vs XLA: the same against XLA:CPU (which sums "
+                  "in another order and has its own approximations). 'differ': integers differ, or NaN against a "
+                  "number.")
+    for r in results:
+        for note in r.notes:
+            console.print(f"[yellow]{r.name}: {note}[/]")
+
+
+# -- the compile-time case -----------------------------------------------------------------------
+
+
+def compile_time_case(cache_root: Path, console: Console) -> None:
+    rng = np.random.default_rng(2)
+    args = (_normal(rng, 64, 64), _normal(rng, 64, 64, scale=0.1))
+    module = from_jax(hundred_instructions, *args)
+    count = sum(len(c.instructions) for c in module.computations)
+    try:
+        cold, cached, _ = compile_cold_and_cached(lambda: from_jax(hundred_instructions, *args),
+                                                  cache_root / "compile_time")
+    except xlapy.XlapyError as error:
+        console.print(f"compile time, {count}-instruction program: not compiled: {type(error).__name__}: {error}")
+        return
+    xla, _ = _timed(jax.jit(hundred_instructions).lower(*args).compile)
+    console.print(f"compile time, {count}-instruction program: xlapy cold {_seconds(cold)}, cached "
+                  f"{_seconds(cached)}; XLA:CPU {_seconds(xla)}")
+
+
+# -- the corpus table ----------------------------------------------------------------------------
+
+
+def corpus_report(console: Console) -> None:
+    from tools.jax_corpus import PROGRAMS
+
+    table = Table(title="the JAX corpus: what xlapy and XLA:CPU make of each program")
+    for column in ("program", "xlapy kernels", "library", "XLA fusions", "xlapy buffer bytes", "XLA bytes",
+                   "XLA temp", "xlapy compile", "XLA compile"):
+        table.add_column(column, justify="left" if column == "program" else "right")
+    not_compiled = []
+    for name, xla, ours in program_table_rows(PROGRAMS):
+        xla_cells = (describe_fusions(xla.fusions),)
+        if isinstance(ours, str):
+            not_compiled.append((name, ours))
+            table.add_row(name, "-", "-", *xla_cells, "-", f"{xla.buffer_bytes:,}", f"{xla.temp_bytes:,}", "-",
+                          _seconds(xla.compile_seconds))
+            continue
+        table.add_row(name, str(ours.kernels), str(ours.library_calls), *xla_cells, f"{ours.buffer_bytes:,}",
+                      f"{xla.buffer_bytes:,}", f"{xla.temp_bytes:,}", _seconds(ours.compile_seconds),
+                      _seconds(xla.compile_seconds))
+    console.print(table)
+    console.print("XLA bytes: memory_analysis() arguments + outputs + temporaries - aliased; xlapy buffer bytes: "
+                  "the sum of its allocations (parameters, constants, temporaries, outputs).")
+    for name, reason in not_compiled:
+        console.print(f"[yellow]{name}: not compiled: {reason}[/]")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("programs", nargs="*", metavar="PROGRAM", help="run only these programs (by name)")
+    parser.add_argument("--rounds", type=int, default=20, help="alternating timed rounds per program (default 20)")
+    parser.add_argument("--scale", type=float, default=1.0, help="scale the programs' leading dimension")
+    parser.add_argument("--no-check", action="store_true", help="skip the comparison with the interpreter")
+    parser.add_argument("--corpus", action="store_true", help="the per-program table of the JAX corpus instead")
+    parser.add_argument("--compile-only", action="store_true", help="only the 100-instruction compile-time case")
+    args = parser.parse_args(argv)
+
+    console = Console(width=max(Console().width, 200))
+    if args.corpus:
+        corpus_report(console)
+        return 0
+    programs = _programs()
+    if args.programs:
+        known = {p.name for p in programs}
+        unknown = [n for n in args.programs if n not in known]
+        if unknown:
+            raise SystemExit(f"unknown programs {unknown}; the programs are: {', '.join(sorted(known))}")
+        programs = [p for p in programs if p.name in args.programs]
+    imports = import_compiler()
+    with tempfile.TemporaryDirectory(prefix="xlapy-programs-cache-") as cache_root:
+        compile_time_case(Path(cache_root), console)
+        if args.compile_only:
+            return 0
+        results = [run_program(p, args.rounds, args.scale, not args.no_check, Path(cache_root), console)
+                   for p in programs]
+    report(results, args.rounds, imports, console)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""Whole JAX programs compiled for the CPU and run, against the reference interpreter.
+
+Every program of the JAX corpus twice: the module jax lowers it to (unfused), through all of
+``xlapy.compile`` (HLO passes, fusion, scheduling, buffer assignment, thunks); and the module XLA:CPU
+optimised it to (its fusions, layouts and copies), run as it is (``run_hlo_passes=False``). Each result
+is compared with the interpreter's on the same module: integers and pred bit for bit, floats within the
+ulps of the element type's transcendental functions, and sums within the bound the corpus measured for
+XLA:CPU's own summation order (the compiled code sums in another order than the interpreter, as XLA
+does).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+import pytest
+
+import xlapy
+from tools.oracles import require_jax
+
+require_jax()
+
+from tools.compare import assert_same, leaves  # noqa: E402
+from tools.jax_corpus import PROGRAMS, TOLERANCES, Tolerance, flat_arguments  # noqa: E402
+from tools.loop_fusion_compare import ulp_tolerance  # noqa: E402
+from xlapy.frontends.jax import from_jax, optimized_from_jax  # noqa: E402
+from xlapy.hlo.printer import print_module  # noqa: E402
+from xlapy.interpreter.all_rules import RULES  # noqa: E402
+from xlapy.runtime.kernel_cache import clear_memory_cache  # noqa: E402
+
+LOWERED, OPTIMIZED = "lowered", "optimized"
+
+# What xlapy.compile cannot compile yet: (program, LOWERED or OPTIMIZED) -> the UnimplementedError's
+# message, word for word. These are strict xfails that must fail with exactly that message, so a fix
+# (an XPASS) or a change in what is missing (a plain failure) is noticed; remove the entry when it passes.
+NOT_COMPILED: dict[tuple[str, str], str] = {
+    ("collectives_one_device", LOWERED): (
+        "the CPU backend cannot run jit_collectives_one_device: all-reduce (psum.5), all-gather (all_gather.3), "
+        "collective-permute (ppermute.1), reduce-scatter (reduce_scatter.5); run it with the interpreter (--backend "
+        "interpreter)"),
+    ("collectives_one_device", OPTIMIZED): (
+        "the CPU backend cannot run jit_collectives_one_device: all-reduce (psum.5), collective-permute (ppermute.1),"
+        " reduce-scatter (reduce_scatter.5), all-gather (all_gather.3); run it with the interpreter (--backend "
+        "interpreter)"),
+    ("gathers", LOWERED): (
+        "the CPU backend cannot run jit_gathers: gather (gather.1) is not in the canonical form of gather_simplifier,"
+        " gather (gather.3) is not in the canonical form of gather_simplifier, gather (gather.6) is not in the "
+        "canonical form of gather_simplifier, gather (gather.7) is not in the canonical form of gather_simplifier"),
+    ("gathers", OPTIMIZED): (
+        "the CPU backend cannot run jit_gathers: gather (gather.11) is not in the canonical form of gather_simplifier"),
+    ("maxpool_grad", OPTIMIZED): (
+        "the CPU backend cannot run jit_maxpool_grad: scatter (scatter.2) in fusion wrapped_scatter; run it with the "
+        "interpreter (--backend interpreter)"),
+    ("random_rbg", LOWERED): (
+        "the CPU backend cannot run jit_random_rbg: bitcast-convert (rng_bit_generator.16) between types of different"
+        " widths"),
+    ("reduce_precision", LOWERED): (
+        "the CPU backend cannot run jit_reduce_precision: reduce-precision (reduce_precision.2), reduce-precision "
+        "(reduce_precision.3); run it with the interpreter (--backend interpreter)"),
+    ("reduce_precision", OPTIMIZED): (
+        "the CPU backend cannot run jit_reduce_precision: reduce-precision (reduce_precision.0) in fusion "
+        "wrapped_reduce-precision, reduce-precision (reduce_precision.1) in fusion wrapped_reduce-precision.1; run it"
+        " with the interpreter (--backend interpreter)"),
+    ("scatters", OPTIMIZED): (
+        "the CPU backend cannot run jit_scatters: scatter (scatter-add.0) in fusion wrapped_scatter, scatter "
+        "(scatter.12) in fusion wrapped_scatter.1, scatter (scatter-max.0) in fusion wrapped_scatter.2, scatter "
+        "(scatter-min.0) in fusion wrapped_scatter.3, scatter (scatter.13) in fusion wrapped_scatter.5, scatter "
+        "(scatter-mul.0) in fusion wrapped_scatter.4; run it with the interpreter (--backend interpreter)"),
+    ("segment_sum", OPTIMIZED): (
+        "the CPU backend cannot run jit_segment_sum: scatter (scatter-max.0) in fusion wrapped_scatter.1, scatter "
+        "(scatter-add.0) in fusion wrapped_scatter; run it with the interpreter (--backend interpreter)"),
+}
+
+# The default run compiles these (a spread of fusions, dots, reductions, loops, sorts, scatters and
+# narrow types); `pytest -m slow` compiles every program.
+_DEFAULT = {"mlp", "softmax", "layernorm", "attention", "scan_rnn", "cond_switch", "while_loop", "dynamic_slice_loop",
+            "gathers", "scatters", "sorting", "reductions", "integer_division", "bf16_layernorm", "reshape_transpose",
+            "argmax_argmin", "one_hot", "einsums"}
+
+
+def _params(source: str) -> list[Any]:
+    params = []
+    for name in sorted(PROGRAMS):
+        marks = [] if name in _DEFAULT else [pytest.mark.slow]
+        reason = NOT_COMPILED.get((name, source))
+        if reason is not None:
+            marks.append(pytest.mark.xfail(raises=xlapy.UnimplementedError, strict=True, reason=reason))
+        params.append(pytest.param(name, marks=marks, id=name))
+    return params
+
+
+@pytest.fixture(autouse=True, scope="module")
+def fresh_kernel_cache(tmp_path_factory: pytest.TempPathFactory):
+    """Compile into an empty disk cache: kernels cached by an earlier version of the code generator must not
+    stand in for what it makes now."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XLAPY_CACHE_DIR", str(tmp_path_factory.mktemp("kernel_cache")))
+        clear_memory_cache()
+        yield
+
+
+@functools.cache
+def _module(name: str, source: str) -> xlapy.HloModule:
+    fn, args = PROGRAMS[name]
+    return (from_jax if source == LOWERED else optimized_from_jax)(fn, *args)
+
+
+def _compile(name: str, source: str) -> Any:
+    """``xlapy.compile`` of the program's module; an UnimplementedError other than the one NOT_COMPILED
+    expects is a plain failure."""
+    try:
+        return xlapy.compile(_module(name, source), backend="cpu", run_hlo_passes=source == LOWERED)
+    except xlapy.UnimplementedError as error:
+        expected = NOT_COMPILED.get((name, source))
+        if expected is not None and str(error) != expected:
+            raise AssertionError(f"{name} ({source}) no longer fails as NOT_COMPILED says:\n  now: {error}\n"
+                                 f"  was: {expected}") from error
+        raise
+
+
+def _assert_matches(name: str, module: xlapy.HloModule, got: Any, expected: Any) -> None:
+    got_leaves, expected_leaves = leaves(got), leaves(expected)
+    assert len(got_leaves) == len(expected_leaves), f"{name}: {len(got_leaves)} results, expected " \
+                                                    f"{len(expected_leaves)}"
+    sums = TOLERANCES.get(name, Tolerance())
+    functions = ulp_tolerance(module)
+    for i, (g, e) in enumerate(zip(got_leaves, expected_leaves)):
+        keywords = sums.keywords(i, e)
+        keywords["ulps"] = max(keywords["ulps"], functions)
+        assert_same(g, e, **keywords, flush=True, context=f"{name} output {i}")
+
+
+@pytest.mark.parametrize("name", _params(LOWERED))
+def test_lowered_program_matches_interpreter(name: str) -> None:
+    executable = _compile(name, LOWERED)
+    module = _module(name, LOWERED)
+    args = flat_arguments(name)
+    _assert_matches(name, module, executable(*args), xlapy.evaluate(module, *args))
+
+
+@pytest.mark.parametrize("name", _params(OPTIMIZED))
+def test_xla_optimized_program_matches_interpreter(name: str) -> None:
+    executable = _compile(name, OPTIMIZED)
+    module = _module(name, OPTIMIZED)
+    args = flat_arguments(name)
+    _assert_matches(name, module, executable(*args), xlapy.evaluate(module, *args))
+
+
+def test_compile_leaves_the_module_unchanged() -> None:
+    module = _module("mlp", LOWERED)
+    before = print_module(module)
+    _compile("mlp", LOWERED)
+    assert print_module(module) == before
+
+
+def test_results_are_arrays_the_caller_owns() -> None:
+    executable = _compile("softmax", LOWERED)
+    args = flat_arguments("softmax")
+    first = [np.array(r, copy=True) for r in leaves(executable(*args))]
+    results = leaves(executable(*args))
+    for result in results:
+        result[...] = 0
+    again = leaves(executable(*args))
+    for a, b in zip(first, again):
+        assert_same(b, a, exact_bits=True)
+
+
+# HLO opcodes the interpreter runs that no single-device JAX program lowers to (nor XLA:CPU optimises one
+# into), with the reason; every other one must occur in some corpus program.
+NOT_FROM_JAX = {
+    "add-dependency": "token ordering, which JAX adds only around host callbacks",
+    "after-all": "token ordering, which JAX adds only around host callbacks",
+    "all-to-all": "JAX drops an all-to-all over a one-device mesh axis",
+    "collective-broadcast": "JAX's pbroadcast has no CPU lowering",
+    "domain": "made and removed inside XLA's sharding passes",
+    "get-dimension-size": "dynamic shapes, which JAX does not lower to",
+    "set-dimension-size": "dynamic shapes, which JAX does not lower to",
+    "logistic": "JAX expands lax.logistic into exp and divide",
+    "map": "JAX lowers lax.map to a while loop",
+    "replica-id": "JAX's axis_index lowers to partition-id",
+    "rng": "stateful random numbers (lax.rng_uniform), seeded by XLA itself: there is no reference result",
+    "stochastic-convert": "no JAX primitive lowers to it",
+    **{opcode: "an asynchronous form XLA's schedulers make for devices that overlap transfers, not XLA:CPU"
+       for opcode in ("all-gather-start", "all-gather-done", "all-reduce-start", "all-reduce-done",
+                      "collective-permute-start", "collective-permute-done", "copy-start", "copy-done",
+                      "async-start", "async-update", "async-done")},
+}
+
+
+def test_corpus_covers_the_interpreters_hlo_opcodes() -> None:
+    seen = {instr.opcode for name in PROGRAMS for source in (LOWERED, OPTIMIZED)
+            for computation in _module(name, source).computations for instr in computation.instructions}
+    # Names with a dot are the StableHLO frontend's own ops (sdy., stablehlo., chlo.), not HLO.
+    hlo_opcodes = {opcode for opcode in RULES if "." not in opcode}
+    assert sorted(hlo_opcodes - seen - NOT_FROM_JAX.keys()) == []
+    assert sorted(seen & NOT_FROM_JAX.keys()) == []
+    assert sorted(NOT_FROM_JAX.keys() - hlo_opcodes) == []
