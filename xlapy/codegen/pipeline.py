@@ -14,7 +14,7 @@ LLVM's loop vectorizer vectorizes the loop over threads instead."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -161,10 +161,14 @@ class LoweredFusion:
 
 
 def lower_fusion(fusion: HloInstruction, device: Device, dump: Dumper | None = None,
-                 passes: Callable[[], list[ModulePass]] | None = None) -> LoweredFusion:
+                 passes: Callable[[], list[ModulePass]] | None = None,
+                 slice_indices: Sequence[int] | None = None) -> LoweredFusion:
     """Emits ``fusion`` with its hero's emitter and runs the pass pipeline
     (``passes``, by default the device's); on the CPU, with one element per
-    thread when the lanes of vectors would not all become vector code."""
+    thread when the lanes of vectors would not all become vector code.
+    ``slice_indices`` (one per kernel buffer: operands, array constants,
+    outputs) says which buffers the runtime passes as one slice: those become
+    one pointer argument (None: every buffer has its own)."""
     kind = fusion.attr("kind")
     if kind not in ("kLoop", None):
         raise UnimplementedError(f"fusion {fusion.name} of kind {kind}: only the loop emitter exists")
@@ -173,17 +177,18 @@ def lower_fusion(fusion: HloInstruction, device: Device, dump: Dumper | None = N
         attempts = [device.widened(vector_registers(fusion)), device.scalar()]
     for i, attempt in enumerate(attempts):
         make_passes = passes if passes is not None else lambda d=attempt: device_passes(d)
-        lowered = _lower(fusion, attempt, dump, make_passes, fallback=i + 1 < len(attempts))
+        lowered = _lower(fusion, attempt, dump, make_passes, fallback=i + 1 < len(attempts),
+                         slice_indices=slice_indices)
         if lowered is not None:
             return lowered
     raise AssertionError("the last attempt has no fallback")
 
 
 def _lower(fusion: HloInstruction, device: Device, dump: Dumper | None, passes: Callable[[], list[ModulePass]],
-           fallback: bool) -> LoweredFusion | None:
+           fallback: bool, slice_indices: Sequence[int] | None = None) -> LoweredFusion | None:
     """One run of the pipeline; None when ``fallback`` is set and the vector lanes do not all vectorize (the
     dumps are only written by the run that is kept)."""
-    module, launch = emit_loop_fusion(fusion, device)
+    module, launch = emit_loop_fusion(fusion, device, slice_indices)
     if fallback and launch.vector_size == 1:
         return None  # no vectors (the element count is odd): the scalar device's launch
     context = make_context()

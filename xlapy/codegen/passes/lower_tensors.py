@@ -23,7 +23,8 @@ or `vector.transfer_write` — is a new *version* of exactly one function argume
 Loads and stores carry an explicit `alignment` of one element (of one part for complex numbers, as numpy aligns
 them): buffers are only guaranteed element-aligned, and LLVM would otherwise assume the (larger) natural alignment
 of a vector type. Loads from a root that is never stored to in the function get the discardable unit attribute
-`invariant` (LLVM `!invariant.load`).
+`invariant` (LLVM `!invariant.load`) — in the functions the entry calls too, unless the entry merged arguments: a
+function then cannot tell whether a pointer it reads is one the entry writes.
 
 Entry pointer arguments get the LLVM argument attributes `llvm.noalias` (the runtime passes distinct,
 non-overlapping buffers) and `llvm.dereferenceable` (the byte size of the tensor; the CPU backend also uses it to
@@ -32,7 +33,8 @@ check the buffers it is given).
 Duplicate buffers: when the same buffer slice is passed twice (XLA's `merge_pointers_to_same_slice`), the entry
 function's tensor arguments carry the discardable argument attribute `xla.slice_index = N`. Arguments with the
 same slice index are merged into one pointer argument — the first such argument wins, later ones are removed
-from the signature, so the runtime passes each slice once, in the order of the remaining arguments.
+from the signature, so the runtime passes each slice once, in the order of the remaining arguments. A merged
+argument the entry stores to (an output written over an operand) is read without `invariant`.
 """
 
 from __future__ import annotations
@@ -424,13 +426,15 @@ def _arg_attrs(function: func.FuncOp) -> list[dict[str, Attribute]]:
 
 def _pointer_arguments(
     function: func.FuncOp, state: _FunctionState, is_entry: bool
-) -> tuple[list[BlockArgument], list[dict[str, Attribute]]]:
+) -> tuple[list[BlockArgument], list[dict[str, Attribute]], bool]:
     """Adds a pointer argument before each tensor argument (one per slice) and records it as the tensor's root.
-    Returns the tensor arguments (to erase once unused) and the attributes of the arguments that stay."""
+    Returns the tensor arguments (to erase once unused), the attributes of the arguments that stay, and whether
+    any two tensor arguments were merged."""
     block = function.body.block
     attributes: list[dict[str, Attribute]] = []
     by_slice: dict[int, tuple[SSAValue, dict[str, Attribute]]] = {}  # slice index -> its pointer, attributes
     tensor_args = []
+    merged = False
     for arg, attrs in zip(list(block.args), _arg_attrs(function)):
         if not _is_tensor(arg):
             attributes.append(attrs)
@@ -442,6 +446,7 @@ def _pointer_arguments(
         if slice_index in by_slice:  # the same buffer again: the first argument of the slice wins
             pointer, first_attrs = by_slice[slice_index]
             state.roots[arg] = pointer
+            merged = True
             if is_entry and size.value.data > first_attrs[DEREFERENCEABLE_ATTR].value.data:
                 first_attrs[DEREFERENCEABLE_ATTR] = size
             continue
@@ -453,25 +458,28 @@ def _pointer_arguments(
         if slice_index is not None:
             by_slice[slice_index] = (pointer, attrs)
         attributes.append(attrs)
-    return tensor_args, attributes
+    return tensor_args, attributes, merged
 
 
-def _lower_function(function: func.FuncOp, is_entry: bool) -> None:
+def _lower_function(function: func.FuncOp, is_entry: bool, invariant_loads: bool = True) -> bool:
+    """Lowers ``function``; loads from a root it never stores to are ``invariant`` when ``invariant_loads``.
+    Returns whether tensor arguments were merged (same ``xla.slice_index``)."""
     if function.body.blocks.first is None:  # declaration
         if any(isinstance(t, TensorType) for t in function.function_type.inputs.data):
             raise UnimplementedError(f"lower-tensors: declaration @{function.sym_name.data} takes tensors")
-        return
+        return False
     block = function.body.block
     state = _FunctionState()
-    tensor_args, new_attrs = _pointer_arguments(function, state, is_entry)
+    tensor_args, new_attrs, merged = _pointer_arguments(function, state, is_entry)
 
     _lower_block(state, block)
     _strip_block(block)
     for arg in tensor_args:
         block.erase_arg(arg)
-    for load, root in state.loads:
-        if root not in state.stored:
-            load.attributes[INVARIANT_ATTR] = UnitAttr()
+    if invariant_loads:
+        for load, root in state.loads:
+            if root not in state.stored:
+                load.attributes[INVARIANT_ATTR] = UnitAttr()
 
     outputs = function.function_type.outputs.data
     kept = [i for i, t in enumerate(outputs) if not isinstance(t, TensorType)]
@@ -480,6 +488,7 @@ def _lower_function(function: func.FuncOp, is_entry: bool) -> None:
     if function.res_attrs is not None:
         res_attrs = [function.res_attrs.data[i] for i in kept]
         function.res_attrs = ArrayAttr(res_attrs) if res_attrs else None
+    return merged
 
 
 @dataclass(frozen=True)
@@ -490,9 +499,13 @@ class LowerTensorsPass(ModulePass):
     entry: str = "main"
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
-        for function in list(op.walk()):
-            if isinstance(function, func.FuncOp):
-                _lower_function(function, function.sym_name.data == self.entry)
+        functions = [f for f in op.walk() if isinstance(f, func.FuncOp)]
+        entries = [f for f in functions if f.sym_name.data == self.entry]
+        # The entry first: whether it merged pointers decides what the functions it calls may assume.
+        merged = any([_lower_function(f, is_entry=True) for f in entries])
+        for function in functions:
+            if function.sym_name.data != self.entry:
+                _lower_function(function, is_entry=False, invariant_loads=not merged)
         verify_op(op)
 
 
