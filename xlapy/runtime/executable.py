@@ -5,12 +5,18 @@ control flow) over slices of the assigned allocations.
 
 Values live in raw byte allocations in the physical layout of their shapes, so bitcasts are free and kernels
 see memory exactly as XLA lays it out. Arguments are copied into their parameters' allocations and results
-copied out as logical numpy arrays; constants are allocations filled once per executable.
+copied out as logical numpy arrays; constants are allocations filled once per executable. The other
+allocations are made on the first call and kept for the next ones, with every view of a slice, check of a
+buffer and prepared thunk worked out over them (``ExecutionContext.prepared``): a call, and each iteration of
+a loop in it, then only does the work.
 """
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -67,6 +73,11 @@ class Executable:
                            if a.kind == "constant" and a.constant is not None}
         kernel_thunks = [t for t in thunks.walk() if isinstance(t, KernelThunk)]
         self._kernels = {t.name: t.kernel for t in kernel_thunks}
+        self._lock = threading.Lock()
+        self._idle: list[_Run] = []
+        # Prepared runs refer back to their context: the cycle is broken as soon as the executable goes, so
+        # that its allocations are freed then rather than at the next garbage collection.
+        weakref.finalize(self, _forget_runs, self._idle)
         self.summary = CompileSummary(len(kernel_thunks), sum(t.kind == "library" for t in thunks.walk()),
                                       assignment.total_bytes, compile_seconds, module.name)
 
@@ -92,12 +103,28 @@ class Executable:
         entry = self.module.entry
         # Every argument is checked before anything runs (see xlapy.hlo.arguments).
         checked = check_arguments(args, entry.parameters, self.module.name)
-        context = ExecutionContext(self._allocate())
-        for parameter, value in zip(entry.parameters, checked):
-            for index, shape in array_leaves(parameter.shape):
-                to_buffer(_element(value, index), shape, context.array(self.assignment.slice(parameter, index), shape))
-        self.thunks.run(context)
-        return self._result(context, entry.root, entry.root.shape, ())
+        run = self._take_run()
+        try:
+            for number, index, shape, view in run.inputs:
+                to_buffer(_element(checked[number], index), shape, view)
+            run.thunks()
+            return run.result()
+        finally:
+            self._give_back(run)
+
+    def _take_run(self) -> _Run:
+        """A set of allocations (with what was prepared over them) that no other call is using."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return _Run(self, self._allocate())
+
+    def _give_back(self, run: _Run) -> None:
+        with self._lock:
+            if len(self._idle) < _IDLE_RUNS:
+                self._idle.append(run)
+                return
+        run.context.forget()
 
     def _allocate(self) -> list[np.ndarray]:
         allocations = []
@@ -118,13 +145,48 @@ class Executable:
         role = "output" if allocation.is_output else "temporary buffer"
         return f"the {role} of {owner.opcode} {owner.name}" if owner is not None else f"the {role} {allocation.index}"
 
-    def _result(self, context: ExecutionContext, root: HloInstruction, shape: Shape, index: tuple[int, ...]):
-        if shape.is_tuple:
-            return tuple(self._result(context, root, element, (*index, i))
-                         for i, element in enumerate(shape.tuple_shapes))
-        if not shape.is_array:
-            return ()  # a token
-        return from_buffer(context.array(self.assignment.slice(root, index), shape), shape)
+
+# Sets of allocations kept between calls (each call takes one; concurrent calls make more, dropped afterwards).
+_IDLE_RUNS = 2
+
+
+class _Run:
+    """One set of allocations for calls of an executable, with the views of its parameters and results and
+    its thunks prepared over it (``ExecutionContext.prepared``): made on the first call, reused by the next
+    ones. Allocations hold nothing from one call to the next: every call writes its arguments, and results
+    are copied out."""
+
+    def __init__(self, executable: Executable, allocations: list[np.ndarray]):
+        self.context = context = ExecutionContext(allocations)
+        assignment = executable.assignment
+        entry = executable.module.entry
+        self.inputs = [(number, index, shape, context.array(assignment.slice(parameter, index), shape))
+                       for number, parameter in enumerate(entry.parameters)
+                       for index, shape in array_leaves(parameter.shape)]
+        self._result = _result_reader(context, assignment, entry.root, entry.root.shape, ())
+        self.thunks = context.prepared(executable.thunks)
+
+    def result(self) -> np.ndarray | tuple:
+        return self._result()
+
+
+def _forget_runs(runs: list[_Run]) -> None:
+    for run in runs:
+        run.context.forget()
+    runs.clear()
+
+
+def _result_reader(context: ExecutionContext, assignment: BufferAssignment, root: HloInstruction, shape: Shape,
+                   index: tuple[int, ...]) -> Callable[[], np.ndarray | tuple]:
+    """What reads the value at ``index`` of the entry result out of ``context``, as fresh logical arrays."""
+    if shape.is_tuple:
+        readers = [_result_reader(context, assignment, root, element, (*index, i))
+                   for i, element in enumerate(shape.tuple_shapes)]
+        return lambda: tuple(reader() for reader in readers)
+    if not shape.is_array:
+        return tuple  # a token
+    view = context.array(assignment.slice(root, index), shape)
+    return functools.partial(from_buffer, view, shape)
 
 
 def _element(value, index: tuple[int, ...]) -> np.ndarray:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -68,30 +68,61 @@ def _view_of(shape: Shape) -> tuple[int, np.dtype]:
 
 
 class ExecutionContext:
-    """The memory of one run: ``allocations[i]`` holds the bytes of buffer allocation ``i``."""
+    """The memory of one run: ``allocations[i]`` holds the bytes of buffer allocation ``i``.
+
+    A context can serve many runs (an executable keeps its contexts between calls): whatever depends only on
+    where the buffers are — views of slices, the checks that a slice holds its array, kernel pointers — is
+    worked out once per context and remembered (``array``, ``prepared``), never once per loop iteration."""
 
     def __init__(self, allocations: Sequence[np.ndarray]):
         self.allocations = list(allocations)
+        self._views: dict[tuple[BufferSlice, Shape], np.ndarray] = {}
+        # id(thunk) -> (thunk, its prepared run): the thunk is kept so that its id is never reused.
+        self._prepared: dict[int, tuple[object, Callable[[], None]]] = {}
 
     def array(self, slice: BufferSlice, shape: Shape) -> np.ndarray:
         """The flat physical view (layout order, dtype of ``shape``) of the array ``slice`` holds."""
+        key = (slice, shape)
+        view = self._views.get(key)
+        if view is None:
+            view = self._views[key] = self._view(slice, shape)
+        return view
+
+    def _view(self, slice: BufferSlice, shape: Shape) -> np.ndarray:
         nbytes, dtype = _view_of(shape)
         if nbytes > slice.size:
             raise VerifyError(f"a slice of {slice.size} bytes cannot hold {shape} ({nbytes} bytes)")
-        data = self.allocations[slice.allocation][slice.offset:slice.offset + nbytes]
-        if data.nbytes != nbytes:
-            raise VerifyError(f"slice at byte {slice.offset} of allocation {slice.allocation} runs past its end")
-        return data.view(dtype)
+        return self.bytes(slice)[:nbytes].view(dtype)
 
     def bytes(self, slice: BufferSlice) -> np.ndarray:
         """The raw bytes of ``slice``."""
-        return self.allocations[slice.allocation][slice.offset:slice.offset + slice.size]
+        data = self.allocations[slice.allocation][slice.offset:slice.offset + slice.size]
+        if data.nbytes != slice.size:
+            raise VerifyError(f"slice at byte {slice.offset} of allocation {slice.allocation} runs past its end")
+        return data
+
+    def prepared(self, thunk: Thunk | ThunkSequence) -> Callable[[], None]:
+        """``thunk``'s run in this context as a callable of no arguments (``thunk.prepare(self)``, made on the
+        first request and remembered)."""
+        entry = self._prepared.get(id(thunk))
+        if entry is None:
+            entry = self._prepared[id(thunk)] = (thunk, thunk.prepare(self))
+        return entry[1]
+
+    def forget(self) -> None:
+        """Drops what was prepared (prepared runs may refer back to the context)."""
+        self._prepared.clear()
+        self._views.clear()
 
 
 class Thunk(ABC):
     """One step of a compiled computation. ``name`` is the instruction it runs; ``kind`` is one of
     ``"kernel"`` (generated code), ``"library"`` (a library call such as BLAS), ``"copy"`` or
-    ``"control-flow"``."""
+    ``"control-flow"``.
+
+    ``prepare(context)`` gives the run as a callable of no arguments with everything that depends only on the
+    context's allocations done beforehand (views resolved, slices checked): what a loop iteration repeats is
+    then only the work. A thunk must not change once it has been prepared in a context."""
 
     name: str
     kind: str
@@ -99,6 +130,10 @@ class Thunk(ABC):
     @abstractmethod
     def run(self, context: ExecutionContext) -> None:
         """Reads the thunk's operand slices and writes its result slices in ``context``."""
+
+    def prepare(self, context: ExecutionContext) -> Callable[[], None]:
+        """``run`` in ``context`` as a callable of no arguments (thunks with per-context work override this)."""
+        return functools.partial(self.run, context)
 
 
 @dataclass
@@ -108,8 +143,12 @@ class ThunkSequence:
     thunks: list[Thunk] = field(default_factory=list)
 
     def run(self, context: ExecutionContext) -> None:
-        for thunk in self.thunks:
-            thunk.run(context)
+        context.prepared(self)()
+
+    def prepare(self, context: ExecutionContext) -> Callable[[], None]:
+        """The sequence as one callable: the prepared runs of its thunks, one after another."""
+        steps = tuple(context.prepared(thunk) for thunk in self.thunks)
+        return run_in_turn(steps)
 
     def __iter__(self) -> Iterator[Thunk]:
         return iter(self.thunks)
@@ -123,3 +162,21 @@ class ThunkSequence:
             yield thunk
             for inner in getattr(thunk, "nested", ()):
                 yield from inner.walk()
+
+
+def _nothing() -> None:
+    pass
+
+
+def run_in_turn(steps: Sequence[Callable[[], None]]) -> Callable[[], None]:
+    """One callable that calls each of ``steps`` in order."""
+    if not steps:
+        return _nothing
+    if len(steps) == 1:
+        return steps[0]
+
+    def run_steps() -> None:
+        for step in steps:
+            step()
+
+    return run_steps

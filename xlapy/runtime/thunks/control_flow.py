@@ -9,12 +9,15 @@ caller's slices."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from xlapy.errors import UnimplementedError
 from xlapy.hlo.ir import HloInstruction, while_condition_and_body
-from xlapy.runtime.thunks.base import ExecutionContext, Thunk, ThunkSequence
+from xlapy.runtime.thunks.base import ExecutionContext, Thunk, ThunkSequence, run_in_turn
 from xlapy.runtime.thunks.copy import SliceCopies, leaf_copies
 from xlapy.runtime.thunks.registry import thunk_rule
 from xlapy.shapes import Shape
@@ -42,14 +45,23 @@ class WhileThunk(Thunk):
         return self.condition, self.body
 
     def run(self, context: ExecutionContext) -> None:
-        self.initial.run(context)
-        predicate = context.array(self.predicate, _PRED)
-        while True:
-            self.condition.run(context)
-            if not predicate[0]:
-                return
-            self.body.run(context)
-            self.back.run(context)
+        context.prepared(self)()
+
+    def prepare(self, context: ExecutionContext) -> Callable[[], None]:
+        initial = context.prepared(self.initial)
+        condition = context.prepared(self.condition)
+        iteration = run_in_turn([context.prepared(self.body)] + ([context.prepared(self.back)] if self.back else []))
+        # The predicate's byte read through a memoryview: a Python int per test, no numpy scalar.
+        predicate = memoryview(context.array(self.predicate, _PRED).view(np.uint8))
+
+        def run_loop() -> None:
+            initial()
+            condition()
+            while predicate[0]:
+                iteration()
+                condition()
+
+        return run_loop
 
 
 @dataclass(eq=False)
@@ -68,16 +80,28 @@ class ConditionalThunk(Thunk):
         return tuple(sequence for sequence, _ in self.branches)
 
     def run(self, context: ExecutionContext) -> None:
-        value = context.array(self.selector, self.selector_shape)[0]
+        context.prepared(self)()
+
+    def prepare(self, context: ExecutionContext) -> Callable[[], None]:
+        branches = [run_in_turn([context.prepared(sequence)] + ([context.prepared(result)] if result else []))
+                    for sequence, result in self.branches]
+        selector = context.array(self.selector, self.selector_shape)
         if self.selector_shape.element_type == "pred":
-            chosen = 0 if value else 1
-        else:
-            chosen = int(value)
-            if not 0 <= chosen < len(self.branches):
-                chosen = len(self.branches) - 1
-        sequence, result = self.branches[chosen]
-        sequence.run(context)
-        result.run(context)
+            flag = memoryview(selector.view(np.uint8))
+            if_true, if_false = branches[0], branches[-1]
+
+            def run_predicated() -> None:
+                (if_true if flag[0] else if_false)()
+
+            return run_predicated
+        index = memoryview(selector)
+        last = len(branches) - 1
+
+        def run_indexed() -> None:
+            chosen = index[0]
+            branches[chosen if 0 <= chosen < last else last]()
+
+        return run_indexed
 
 
 @dataclass(eq=False)
@@ -94,8 +118,10 @@ class CallThunk(Thunk):
         return (self.callee,)
 
     def run(self, context: ExecutionContext) -> None:
-        self.callee.run(context)
-        self.result.run(context)
+        context.prepared(self)()
+
+    def prepare(self, context: ExecutionContext) -> Callable[[], None]:
+        return run_in_turn([context.prepared(self.callee)] + ([context.prepared(self.result)] if self.result else []))
 
 
 _PRED = Shape("pred", ())
