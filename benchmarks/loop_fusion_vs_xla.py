@@ -46,11 +46,11 @@ from rich.console import Console
 from rich.table import Table
 
 import xlapy
+from benchmarks.timing import compile_cold_and_cached, format_seconds, import_compiler, time_alternately, timed
 from tools.compare import leaves
 from tools.loop_fusion_compare import NAN_MISMATCH, max_ulp_difference, random_arguments, result_element_types
 from tools.loop_fusion_corpus import CORPUS, GELU_SHAPE, gelu_text
 from tools.xla_reference import unfused_text
-from xlapy.runtime.kernel_cache import clear_memory_cache
 
 # The rows of GELU checked against the interpreter (it is elementwise, so a
 # slice of the input gives the same slice of the output).
@@ -125,22 +125,6 @@ def copy_bandwidth(megabytes: int, repeat: int, threads: int) -> float:
 # -- xlapy ------------------------------------------------------------------------------------------
 
 
-def _timed(fn: Callable[[], object]) -> tuple[float, object]:
-    start = time.perf_counter()
-    value = fn()
-    return time.perf_counter() - start, value
-
-
-def import_compiler() -> float:
-    """Imports the modules ``xlapy.compile`` imports on its first call (code generator, passes, LLVM backend);
-    returns the time taken, so that cold compile times exclude it."""
-    start = time.perf_counter()
-    import xlapy.codegen.backends.cpu
-    import xlapy.codegen.pipeline  # noqa: F401
-
-    return time.perf_counter() - start
-
-
 # Run in a fresh process: the time of the first xlapy.compile of the module read from stdin.
 _FRESH_PROCESS = """
 import sys, time
@@ -166,20 +150,14 @@ def fresh_process_compile(case: Case, directory: Path) -> float:
     return float(done.stdout.split()[-1])
 
 
-def compile_xlapy(case: Case, result: Result, cache_root: Path):
+def compile_xlapy(case: Case, result: Result, cache_root: Path) -> xlapy.Executable:
     """Compile three times (cold, from disk, from memory), recording the times."""
     directory = cache_root / case.name.replace(" ", "_")
-    directory.mkdir()
-    # Read by the kernel cache at every compile, so a fresh directory per case is a cold disk cache.
-    os.environ["XLAPY_CACHE_DIR"] = str(directory)
-    clear_memory_cache()
-    result.cold, executable = _timed(lambda: xlapy.compile(xlapy.parse_hlo(case.text), backend="cpu"))
-    entries = sum(1 for p in directory.rglob("*") if p.is_file())
-    if entries == 0:
+    result.cold, result.cached, executable, files_written = compile_cold_and_cached(
+        lambda: xlapy.parse_hlo(case.text), directory)
+    if files_written == 0:
         result.notes.append(f"the cold compile wrote nothing into $XLAPY_CACHE_DIR ({directory})")
-    clear_memory_cache()
-    result.cached, _ = _timed(lambda: xlapy.compile(xlapy.parse_hlo(case.text), backend="cpu"))
-    result.warm, _ = _timed(lambda: xlapy.compile(xlapy.parse_hlo(case.text), backend="cpu"))
+    result.warm, _ = timed(lambda: xlapy.compile(xlapy.parse_hlo(case.text), backend="cpu"))
     result.fresh = fresh_process_compile(case, cache_root / (directory.name + "_fresh_process"))
     return executable
 
@@ -190,10 +168,10 @@ def compile_xlapy(case: Case, result: Result, cache_root: Path):
 class XlaRunner:
     """The module compiled by XLA:CPU, its arguments placed on the device once."""
 
-    def __init__(self, text: str, args: list[np.ndarray]):
+    def __init__(self, text: str, args: list[np.ndarray]) -> None:
         from tools.xla_cpu import compile_on_xla_cpu
 
-        self.compile_time, self.compiled = _timed(lambda: compile_on_xla_cpu(unfused_text(text)))
+        self.compile_time, self.compiled = timed(lambda: compile_on_xla_cpu(unfused_text(text)))
         import jax
         from jax._src import config as jax_config
 
@@ -253,28 +231,11 @@ def run_case(case: Case, rounds: int, check: bool, cache_root: Path, console: Co
     if check:
         result.ulp_interpreter = check_with_interpreter(case, module, args, ours, types)
 
-    for _ in range(2):  # warm-up: thread pools, page faults of fresh outputs
-        executable(*args)
-        xla.run()
-    sides = [(lambda: executable(*args), result.ours), (xla.run, result.theirs)]
-    for i in range(rounds):
-        # Alternate which side goes first, so neither always runs on a cache the other just warmed.
-        for run, times in (sides if i % 2 == 0 else sides[::-1]):
-            start = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - start)
+    result.ours, result.theirs = time_alternately(lambda: executable(*args), xla.run, rounds)
     return result
 
 
 # -- report -----------------------------------------------------------------------------------------
-
-
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    if value < 1e-3:
-        return f"{value * 1e6:.0f} µs"
-    return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"
 
 
 def _ulps(value: int | None) -> str:
@@ -304,18 +265,18 @@ def report(results: list[Result], copy_one: float, copy_all: float, threads: int
         ratio = theirs / ours
         ours_gbs, theirs_gbs = r.bytes_moved / ours / 1e9, r.bytes_moved / theirs / 1e9
         style = "green" if ratio >= 1.0 else "red"
-        table.add_row(r.name, _short(r.description), _seconds(ours), _seconds(theirs), f"[{style}]{ratio:.2f}[/]",
-                      f"{ours_gbs:.1f}", f"{100 * ours_gbs / copy_all:.0f}%", f"{theirs_gbs:.1f}",
-                      _seconds(r.cold), _seconds(r.fresh), _seconds(r.cached), _seconds(r.warm),
-                      _seconds(r.xla_compile),
+        compile_times = (r.cold, r.fresh, r.cached, r.warm, r.xla_compile)
+        table.add_row(r.name, _short(r.description), format_seconds(ours), format_seconds(theirs),
+                      f"[{style}]{ratio:.2f}[/]", f"{ours_gbs:.1f}", f"{100 * ours_gbs / copy_all:.0f}%",
+                      f"{theirs_gbs:.1f}", *(format_seconds(t) for t in compile_times),
                       _ulps(r.ulp_interpreter), _ulps(r.ulp_xla))
     console.print(table)
     console.print(f"copy bandwidth (numpy copy into a preallocated array, 2 x bytes / time): "
                   f"{copy_one:.1f} GB/s on one thread, {copy_all:.1f} GB/s on {threads} threads "
                   f"(% copy is against the latter)")
     console.print(f"compile cold: empty disk cache, the compiler's modules already imported (importing them took "
-                  f"{_seconds(imports)} in this process); fresh process: the first xlapy.compile of a new process "
-                  f"after `import xlapy`, those imports included, empty disk cache.")
+                  f"{format_seconds(imports)} in this process); fresh process: the first xlapy.compile of a new "
+                  "process after `import xlapy`, those imports included, empty disk cache.")
     console.print("XLA/xlapy ≥ 1: xlapy is at least as fast. ulp interp: xlapy against the interpreter "
                   "(GELU on a slice); ulp XLA: xlapy against XLA:CPU (which contracts a*b+c into FMAs and "
                   "has its own approximations, so not 0).")

@@ -26,11 +26,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,11 +43,10 @@ from rich.console import Console
 from rich.table import Table
 
 import xlapy
-from benchmarks.loop_fusion_vs_xla import import_compiler
+from benchmarks.timing import compile_cold_and_cached, format_seconds, import_compiler, time_alternately, timed
 from tools.compare import is_float, leaves
 from tools.xla_program_stats import describe_fusions, program_table_rows
 from xlapy.frontends.jax import from_jax
-from xlapy.runtime.kernel_cache import clear_memory_cache
 
 bf16 = ml_dtypes.bfloat16
 
@@ -222,24 +219,6 @@ class Result:
     notes: list[str] = field(default_factory=list)
 
 
-def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    start = time.perf_counter()
-    value = fn()
-    return time.perf_counter() - start, value
-
-
-def compile_cold_and_cached(module_of: Callable[[], xlapy.HloModule], directory: Path) -> tuple[float, float, Any]:
-    """xlapy's compile time into the empty kernel cache ``directory``, then with the kernels on disk only."""
-    directory.mkdir(parents=True)
-    # The kernel cache reads the variable at every compile, so a fresh directory is a cold disk cache.
-    os.environ["XLAPY_CACHE_DIR"] = str(directory)
-    clear_memory_cache()
-    cold, executable = _timed(lambda: xlapy.compile(module_of(), backend="cpu"))
-    clear_memory_cache()
-    cached, _ = _timed(lambda: xlapy.compile(module_of(), backend="cpu"))
-    return cold, cached, executable
-
-
 def error_in_epsilons(got: np.ndarray, expected: np.ndarray) -> float:
     """The largest difference between ``got`` and ``expected`` in machine epsilons of the largest expected
     magnitude (the bound a sum in any order keeps; ulps mislead for results that cancel to near zero):
@@ -280,7 +259,7 @@ def run_program(program: Program, rounds: int, scale: float, check: bool, cache_
     console.print(f"[bold]{program.name}[/]: {description}")
     result = Result(program.name, description)
     try:
-        result.cold, result.cached, executable = compile_cold_and_cached(
+        result.cold, result.cached, executable, _ = compile_cold_and_cached(
             lambda: from_jax(program.fn, *args), cache_root / program.name.replace(" ", "_"))
     except xlapy.XlapyError as error:
         result.not_compiled = f"{type(error).__name__}: {error}"
@@ -290,14 +269,14 @@ def run_program(program: Program, rounds: int, scale: float, check: bool, cache_
         result.kernels, result.library_calls = summary.kernels, summary.library_calls
 
     lowered = jax.jit(program.fn).lower(*args)
-    result.xla_compile, compiled = _timed(lowered.compile)
+    result.xla_compile, compiled = timed(lowered.compile)
     device_args = jax.device_put(args)
 
     def run_xla() -> Any:
         return jax.block_until_ready(compiled(*device_args))
 
     try:
-        first_run, ours = _timed(lambda: leaves(executable(*flat)))
+        first_run, ours = timed(lambda: leaves(executable(*flat)))
     except xlapy.XlapyError as error:
         result.not_compiled = f"runs with {type(error).__name__}: {error}"
         return result
@@ -307,32 +286,15 @@ def run_program(program: Program, rounds: int, scale: float, check: bool, cache_
     if check:
         result.error_interpreter = check_small(program)
 
+    warm_up = 2
     if first_run > _SLOW_RUN:
-        rounds = 1
-        result.notes.append(f"one run took {_seconds(first_run)}: timed once, without warm-up")
-    else:
-        for _ in range(2):  # warm-up: thread pools, page faults of fresh outputs
-            executable(*flat)
-            run_xla()
-    sides = [(lambda: executable(*flat), result.ours), (run_xla, result.theirs)]
-    for i in range(rounds):
-        # Alternate which side goes first, so neither always runs on a cache the other just warmed.
-        for run, times in (sides if i % 2 == 0 else sides[::-1]):
-            start = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - start)
+        rounds, warm_up = 1, 0
+        result.notes.append(f"one run took {format_seconds(first_run)}: timed once, without warm-up")
+    result.ours, result.theirs = time_alternately(lambda: executable(*flat), run_xla, rounds, warm_up)
     return result
 
 
 # -- reporting ------------------------------------------------------------------------------------
-
-
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value < 1e-3:
-        return f"{value * 1e6:.0f} µs"
-    return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"
 
 
 def _epsilons(value: float | None) -> str:
@@ -361,17 +323,17 @@ def report(results: list[Result], rounds: int, imports: float, console: Console)
         ratio = theirs / ours
         ratios.append(ratio)
         style = "green" if ratio >= 1.0 else "red"
-        table.add_row(r.name, _seconds(ours), _seconds(theirs), f"[{style}]{ratio:.2f}[/]",
+        table.add_row(r.name, format_seconds(ours), format_seconds(theirs), f"[{style}]{ratio:.2f}[/]",
                       f"{r.bytes_moved / ours / 1e9:.1f}", str(r.kernels if r.kernels is not None else "-"),
-                      str(r.library_calls if r.library_calls is not None else "-"), _seconds(r.cold),
-                      _seconds(r.cached), _seconds(r.xla_compile), _epsilons(r.error_xla),
+                      str(r.library_calls if r.library_calls is not None else "-"), format_seconds(r.cold),
+                      format_seconds(r.cached), format_seconds(r.xla_compile), _epsilons(r.error_xla),
                       _epsilons(r.error_interpreter))
     console.print(table)
     if ratios:
         console.print(f"geometric mean of XLA/xlapy over the {len(ratios)} programs that compiled: "
                       f"{geometric_mean(ratios):.3f}")
     console.print(f"compile cold: empty kernel cache, the compiler's modules already imported (importing them "
-                  f"took {_seconds(imports)}); cached: the same compile with the kernels on disk only. "
+                  f"took {format_seconds(imports)}); cached: the same compile with the kernels on disk only. "
                   "xlapy's time includes copying the numpy arguments in and the results out; XLA's runs on "
                   "device buffers placed once. vs interp: the largest difference from the interpreter (at a small "
                   "size), in machine epsilons of the largest result; vs XLA: the same against XLA:CPU (which sums "
@@ -391,14 +353,14 @@ def compile_time_case(cache_root: Path, console: Console) -> None:
     module = from_jax(hundred_instructions, *args)
     count = sum(len(c.instructions) for c in module.computations)
     try:
-        cold, cached, _ = compile_cold_and_cached(lambda: from_jax(hundred_instructions, *args),
-                                                  cache_root / "compile_time")
+        cold, cached, _, _ = compile_cold_and_cached(lambda: from_jax(hundred_instructions, *args),
+                                                     cache_root / "compile_time")
     except xlapy.XlapyError as error:
         console.print(f"compile time, {count}-instruction program: not compiled: {type(error).__name__}: {error}")
         return
-    xla, _ = _timed(jax.jit(hundred_instructions).lower(*args).compile)
-    console.print(f"compile time, {count}-instruction program: xlapy cold {_seconds(cold)}, cached "
-                  f"{_seconds(cached)}; XLA:CPU {_seconds(xla)}")
+    xla, _ = timed(jax.jit(hundred_instructions).lower(*args).compile)
+    console.print(f"compile time, {count}-instruction program: xlapy cold {format_seconds(cold)}, cached "
+                  f"{format_seconds(cached)}; XLA:CPU {format_seconds(xla)}")
 
 
 # -- the corpus table ----------------------------------------------------------------------------
@@ -417,11 +379,11 @@ def corpus_report(console: Console) -> None:
         if isinstance(ours, str):
             not_compiled.append((name, ours))
             table.add_row(name, "-", "-", *xla_cells, "-", f"{xla.buffer_bytes:,}", f"{xla.temp_bytes:,}", "-",
-                          _seconds(xla.compile_seconds))
+                          format_seconds(xla.compile_seconds))
             continue
         table.add_row(name, str(ours.kernels), str(ours.library_calls), *xla_cells, f"{ours.buffer_bytes:,}",
-                      f"{xla.buffer_bytes:,}", f"{xla.temp_bytes:,}", _seconds(ours.compile_seconds),
-                      _seconds(xla.compile_seconds))
+                      f"{xla.buffer_bytes:,}", f"{xla.temp_bytes:,}", format_seconds(ours.compile_seconds),
+                      format_seconds(xla.compile_seconds))
     console.print(table)
     console.print("XLA bytes: memory_analysis() arguments + outputs + temporaries - aliased; xlapy buffer bytes: "
                   "the sum of its allocations (parameters, constants, temporaries, outputs).")

@@ -120,8 +120,12 @@ def _compile(name: str, source: str) -> Any:
         raise
 
 
-def _assert_matches(name: str, module: xlapy.HloModule, got: Any, expected: Any) -> None:
-    got_leaves, expected_leaves = leaves(got), leaves(expected)
+def _assert_matches_interpreter(name: str, source: str) -> None:
+    """The compiled program's results on the corpus arguments are the interpreter's on the same module."""
+    executable = _compile(name, source)
+    module = _module(name, source)
+    args = flat_arguments(name)
+    got_leaves, expected_leaves = leaves(executable(*args)), leaves(xlapy.evaluate(module, *args))
     assert len(got_leaves) == len(expected_leaves), f"{name}: {len(got_leaves)} results, expected " \
                                                     f"{len(expected_leaves)}"
     sums = TOLERANCES.get(name, Tolerance())
@@ -134,18 +138,12 @@ def _assert_matches(name: str, module: xlapy.HloModule, got: Any, expected: Any)
 
 @pytest.mark.parametrize("name", _params(LOWERED))
 def test_lowered_program_matches_interpreter(name: str) -> None:
-    executable = _compile(name, LOWERED)
-    module = _module(name, LOWERED)
-    args = flat_arguments(name)
-    _assert_matches(name, module, executable(*args), xlapy.evaluate(module, *args))
+    _assert_matches_interpreter(name, LOWERED)
 
 
 @pytest.mark.parametrize("name", _params(OPTIMIZED))
 def test_xla_optimized_program_matches_interpreter(name: str) -> None:
-    executable = _compile(name, OPTIMIZED)
-    module = _module(name, OPTIMIZED)
-    args = flat_arguments(name)
-    _assert_matches(name, module, executable(*args), xlapy.evaluate(module, *args))
+    _assert_matches_interpreter(name, OPTIMIZED)
 
 
 def test_compile_leaves_the_module_unchanged() -> None:

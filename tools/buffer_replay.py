@@ -9,16 +9,18 @@ still needed fails there, whatever the op computes)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from tools.compare import assert_same
 from xlapy.buffers.assignment import BufferAssignment, BufferSlice
 from xlapy.buffers.liveness import FORWARDING_OPCODES, array_leaves
 from xlapy.buffers.schedule import ModuleSchedule
 from xlapy.hlo.arguments import check_arguments
 from xlapy.hlo.ir import HloComputation, HloInstruction, while_condition_and_body
-from xlapy.interpreter.evaluator import Evaluator
+from xlapy.interpreter.evaluator import Evaluator, evaluate
 from xlapy.shapes import ELEMENT_TYPES, Shape, from_physical, to_physical
 
 # What unwritten bytes hold, so that reading a value nobody wrote shows.
@@ -132,3 +134,17 @@ class BufferReplay:
 def replay(schedule: ModuleSchedule, assignment: BufferAssignment, *args: Any, seed: int = 0) -> Any:
     """The entry's value, computed in ``assignment``'s buffers in ``schedule``'s order."""
     return BufferReplay(schedule, assignment, seed).run(*args)
+
+
+def assert_replay_matches_interpreter(schedule: ModuleSchedule, assignment: BufferAssignment,
+                                      arguments: Sequence[Any], context: str = "") -> Any:
+    """Replays ``schedule``'s module over ``assignment`` on ``arguments`` and
+    compares with the interpreter's values, unless the module has dots or
+    convolutions: their sums may round differently on operands laid out
+    differently in memory (the replay itself still checks that no value is
+    overwritten while needed). Returns the replayed value."""
+    module = schedule.module
+    got = replay(schedule, assignment, *arguments)
+    if not any(i.opcode in ("dot", "convolution") for i in module.instructions):
+        assert_same(got, evaluate(module, *arguments), context=context)
+    return got

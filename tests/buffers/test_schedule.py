@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from tests.buffers.loop_programs import LOOP
 from tools.random_hlo import hlo_modules
 from xlapy.buffers.schedule import _Graph, dfs_schedule, list_schedule, schedule_module, sequenced_computations
 from xlapy.errors import UnimplementedError
@@ -79,34 +80,6 @@ def test_control_dependencies_are_respected() -> None:
     for scheduler in (list_schedule, dfs_schedule):
         order = _names(scheduler(module.entry))
         assert order.index("a") < order.index("b")
-
-
-LOOP = """HloModule loop
-
-body {
-  p = (s32[], f32[4]) parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  one = s32[] constant(1)
-  i1 = s32[] add(i, one)
-  x = f32[4] get-tuple-element(p), index=1
-  ROOT t = (s32[], f32[4]) tuple(i1, x)
-}
-
-cond {
-  p = (s32[], f32[4]) parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  n = s32[] constant(5)
-  ROOT lt = pred[] compare(i, n), direction=LT
-}
-
-ENTRY main {
-  a = f32[4] parameter(0)
-  z = s32[] constant(0)
-  init = (s32[], f32[4]) tuple(z, a)
-  w = (s32[], f32[4]) while(init), condition=cond, body=body
-  ROOT r = f32[4] get-tuple-element(w), index=1
-}
-"""
 
 
 def test_control_flow_computations_are_scheduled_callees_first() -> None:

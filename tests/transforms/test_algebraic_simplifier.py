@@ -4,38 +4,32 @@ and against the interpreter on random and corpus programs."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 from tests.codegen.filecheck import filecheck
+from tests.transforms import algsimp_cases
+from tests.transforms.algsimp_cases import assert_simplifier_preserves_values
 from tools.hlo_corpus import interpreter_runs, verifying_corpus
-from tools.random_hlo import assert_pass_preserves_values, hlo_texts
-from xlapy.hlo import HloModule, parse_module, verify
+from tools.random_hlo import hlo_texts, reduce_relies_on_its_initial_value
+from xlapy.hlo import parse_module, verify
 from xlapy.transforms.algebraic.conversion import cast_preserves_values
 from xlapy.transforms.algebraic_simplifier import AlgebraicSimplifier
 from xlapy.transforms.hlo_pass import HloPassFix
 
-
-def simplify(body: str, parameters: str = "p = f32[2,3] parameter(0)") -> tuple[bool, str]:
-    """Runs the pass to a fixed point on an entry computation made of
-    ``parameters`` and ``body``; returns whether it changed and the text."""
-    module = parse_module(f"""HloModule m
-sum {{
+_SUM = """sum {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
   ROOT s = f32[] add(a, b)
-}}
-ENTRY e {{
-  {parameters}
-  {body}
-}}""")
-    changed = HloPassFix(AlgebraicSimplifier()).run(module)
-    verify(module)
-    return changed, module.to_text()
+}"""
+
+
+def simplify(body: str, parameters: str = "p = f32[2,3] parameter(0)") -> tuple[bool, str]:
+    return algsimp_cases.simplify(parameters, body, computations=_SUM)
 
 
 def root_is(out: str, expected: str, tmp_path) -> None:
+    """The entry's root is ``expected`` and no dead instruction is left after it."""
     filecheck(out, f"CHECK: ENTRY %e\nCHECK: ROOT {expected}\nCHECK-NEXT: }}\n", tmp_path)
 
 
@@ -216,37 +210,19 @@ def test_sharded_copy_at_the_entry_root_stays():
     assert not changed
 
 
-# The identity of each reducer, as its initial value must be in HLO.
-_IDENTITIES = {"add": 0, "multiply": 1, "maximum": -np.inf, "minimum": np.inf, "and": True, "or": False}
-
-
-def _reduce_relies_on_its_initial_value(module: HloModule) -> bool:
-    """Whether a reduce combining no two elements has an initial value that is
-    not its reducer's identity: XLA (and the simplifier) then drops the initial
-    value, which HLO allows, while the interpreter combines it."""
-    for instr in module.instructions:
-        if instr.opcode != "reduce" or instr.shape.element_count != instr.operands[0].shape.element_count:
-            continue
-        init, root = instr.operands[1], instr.called_computations[0].root
-        identity = _IDENTITIES.get(root.opcode)
-        if init.opcode != "constant" or identity is None or not np.all(init.literal == identity):
-            return True
-    return False
-
-
 @settings(max_examples=40, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(hlo_texts())
 def test_preserves_values_of_random_programs(text: str) -> None:
-    assume(not _reduce_relies_on_its_initial_value(parse_module(text)))
-    assert_pass_preserves_values(HloPassFix(AlgebraicSimplifier()), text)
+    assume(not reduce_relies_on_its_initial_value(parse_module(text)))
+    assert_simplifier_preserves_values(text)
 
 
 @pytest.mark.parametrize("name, text", verifying_corpus(), ids=lambda v: v if v.endswith(".hlo") else "")
 def test_preserves_values_of_the_corpus(name, text):
     module = parse_module(text)
     if interpreter_runs(module):
-        assert_pass_preserves_values(HloPassFix(AlgebraicSimplifier()), text, seeds=(0,))
+        assert_simplifier_preserves_values(text, seeds=(0,))
     else:
         HloPassFix(AlgebraicSimplifier()).run(module)
         verify(module)

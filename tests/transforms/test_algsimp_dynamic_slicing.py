@@ -11,22 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.codegen.filecheck import filecheck
-from tools.random_hlo import assert_pass_preserves_values
-from xlapy.hlo import parse_module, verify
-from xlapy.transforms.algebraic_simplifier import AlgebraicSimplifier
-from xlapy.transforms.hlo_pass import HloPassFix
-
-
-def simplify(parameters: str, body: str) -> tuple[bool, str]:
-    module = parse_module(f"HloModule m\nENTRY e {{\n  {parameters}\n  {body}\n}}\n")
-    changed = HloPassFix(AlgebraicSimplifier()).run(module)
-    verify(module)
-    return changed, module.to_text()
-
-
-def root_is(out: str, expected: str, tmp_path) -> None:
-    filecheck(out, f"CHECK: ENTRY %e\nCHECK: ROOT {expected}\n", tmp_path)
-
+from tests.transforms.algsimp_cases import assert_simplifier_preserves_values, root_is, simplify
+from xlapy.hlo import parse_module
 
 _INDICES = "i = s32[] parameter(1)\n  j = s32[] parameter(2)"
 
@@ -203,4 +189,4 @@ def slicing_programs(draw) -> str:
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(slicing_programs())
 def test_preserves_values_of_random_slicing_programs(text: str) -> None:
-    assert_pass_preserves_values(HloPassFix(AlgebraicSimplifier()), text)
+    assert_simplifier_preserves_values(text)

@@ -13,22 +13,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tests.codegen.filecheck import filecheck
-from tools.random_hlo import assert_pass_preserves_values, hlo_texts
-from xlapy.hlo import parse_module, verify
-from xlapy.transforms.algebraic_simplifier import AlgebraicSimplifier
-from xlapy.transforms.hlo_pass import HloPassFix
-
-
-def simplify(parameters: str, body: str) -> tuple[bool, str]:
-    module = parse_module(f"HloModule m\nENTRY e {{\n  {parameters}\n  {body}\n}}\n")
-    changed = HloPassFix(AlgebraicSimplifier()).run(module)
-    verify(module)
-    return changed, module.to_text()
-
-
-def root_is(out: str, expected: str, tmp_path) -> None:
-    filecheck(out, f"CHECK: ENTRY %e\nCHECK: ROOT {expected}\n", tmp_path)
-
+from tests.transforms.algsimp_cases import assert_simplifier_preserves_values, root_is, simplify
+from tools.random_hlo import hlo_texts, reduce_relies_on_its_initial_value
+from xlapy.hlo import parse_module
 
 _F = "x = f32[2,3] parameter(0)"
 
@@ -252,7 +239,7 @@ def unary_programs(draw) -> str:
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(unary_programs())
 def test_preserves_values_of_random_unary_programs(text: str) -> None:
-    assert_pass_preserves_values(HloPassFix(AlgebraicSimplifier()), text, special_floats=True)
+    assert_simplifier_preserves_values(text, special_floats=True)
 
 
 @settings(max_examples=25, deadline=None, derandomize=True,
@@ -262,6 +249,5 @@ def test_preserves_values_of_random_programs(text: str) -> None:
     # The random programs have abs, exponentials, float remainders, reverses and iotas.
     module = parse_module(text)
     assume(any(i.opcode in ("abs", "exponential", "remainder", "reverse", "iota") for i in module.instructions))
-    assume(not any(i.opcode == "reduce" and i.shape.element_count == i.operands[0].shape.element_count
-                   for i in module.instructions))
-    assert_pass_preserves_values(HloPassFix(AlgebraicSimplifier()), text)
+    assume(not reduce_relies_on_its_initial_value(module))
+    assert_simplifier_preserves_values(text)

@@ -9,10 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.codegen.filecheck import filecheck
-from tools.random_hlo import assert_pass_preserves_values
-from xlapy.hlo import parse_module, verify
-from xlapy.transforms.algebraic_simplifier import AlgebraicSimplifier
-from xlapy.transforms.hlo_pass import HloPassFix
+from tests.transforms import algsimp_cases
+from tests.transforms.algsimp_cases import assert_simplifier_preserves_values
 
 _COMPUTATIONS = """
 add {
@@ -36,10 +34,7 @@ less {
 
 
 def simplify(parameters: str, body: str) -> tuple[bool, str]:
-    module = parse_module(f"HloModule m\n{_COMPUTATIONS}\nENTRY e {{\n  {parameters}\n  {body}\n}}\n")
-    changed = HloPassFix(AlgebraicSimplifier()).run(module)
-    verify(module)
-    return changed, module.to_text()
+    return algsimp_cases.simplify(parameters, body, computations=_COMPUTATIONS)
 
 
 def test_window_of_one_element_is_an_elementwise_op_with_the_initial_value(tmp_path):
@@ -163,4 +158,4 @@ ENTRY main {{
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(window_programs())
 def test_preserves_values_of_random_window_programs(text: str) -> None:
-    assert_pass_preserves_values(HloPassFix(AlgebraicSimplifier()), text)
+    assert_simplifier_preserves_values(text)

@@ -19,6 +19,7 @@ and the entry's results live throughout.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -124,14 +125,14 @@ class Liveness:
         return a.defined_at <= b.last_use and b.defined_at <= a.last_use
 
 
-def analyze_liveness(schedule: ModuleSchedule, buffer_size) -> Liveness:
+def analyze_liveness(schedule: ModuleSchedule, buffer_size: Callable[[Shape], int]) -> Liveness:
     """The logical buffers of ``schedule``'s module and their live ranges;
     ``buffer_size(shape)`` gives a buffer's bytes."""
     return _Walker(schedule, buffer_size).run()
 
 
 class _Walker:
-    def __init__(self, schedule: ModuleSchedule, buffer_size) -> None:
+    def __init__(self, schedule: ModuleSchedule, buffer_size: Callable[[Shape], int]) -> None:
         self.liveness = Liveness(schedule)
         self.schedule = schedule
         self.buffer_size = buffer_size
@@ -225,9 +226,10 @@ class _Walker:
         self.use(self.liveness.buffers_of(body.root), instr, None)
         self.use(state, instr, None)
         read = self.loops.pop()
+        state_ids = {b.id for b in state.values()}
         for buffer_id in read:
             buffer = self.by_id[buffer_id]
-            if buffer.defined_at < self.liveness.steps[id(instr)] or buffer.id in {b.id for b in state.values()}:
+            if buffer.defined_at < self.liveness.steps[id(instr)] or buffer.id in state_ids:
                 buffer.last_use = max(buffer.last_use, self.step)
         if self.loops:
             self.loops[-1].update(read)

@@ -117,18 +117,9 @@ class MultiOutputFusion(HloPass):
                     continue  # another path from the producer into the consumer: fusing would make a cycle
                 if not _reads_at_own_index(consumer, k):
                     continue
-                self._fuse_producer(module, producer, consumer)
+                _fuse_pair(module, consumer, producer)
                 return True
         return False
-
-    def _fuse_producer(self, module: HloModule, producer: HloInstruction, consumer: HloInstruction) -> None:
-        computation = consumer.parent
-        target = consumer if consumer.opcode == "fusion" else make_loop_fusion(module, consumer)
-        other = producer if producer.opcode == "fusion" else make_loop_fusion(module, producer)
-        _merge(target, other)
-        computation.remove_instruction(other)
-        module.computations.remove(other.fused_computation)
-        _restore_order(computation)
 
     # -- siblings --
 
@@ -152,17 +143,20 @@ class MultiOutputFusion(HloPass):
                         best = (profit, -rank, first, second)
         if best is None:
             return False
-        self._fuse_siblings(module, best[2], best[3])
+        _fuse_pair(module, best[2], best[3])
         return True
 
-    def _fuse_siblings(self, module: HloModule, first: HloInstruction, second: HloInstruction) -> None:
-        computation = first.parent
-        target = first if first.opcode == "fusion" else make_loop_fusion(module, first)
-        other = second if second.opcode == "fusion" else make_loop_fusion(module, second)
-        _merge(target, other)
-        computation.remove_instruction(other)
-        module.computations.remove(other.fused_computation)
-        _restore_order(computation)
+
+def _fuse_pair(module: HloModule, target: HloInstruction, other: HloInstruction) -> None:
+    """Make ``target`` and ``other`` (a producer of ``target``, or a sibling)
+    loop fusions if they are not, then merge ``other`` into ``target``."""
+    computation = target.parent
+    target = target if target.opcode == "fusion" else make_loop_fusion(module, target)
+    other = other if other.opcode == "fusion" else make_loop_fusion(module, other)
+    _merge(target, other)
+    computation.remove_instruction(other)
+    module.computations.remove(other.fused_computation)
+    _restore_order(computation)
 
 
 def _profit(first: HloInstruction, second: HloInstruction) -> int:
@@ -281,5 +275,6 @@ def _merge(target: HloInstruction, other: HloInstruction) -> None:
 def _restore_order(computation: HloComputation) -> None:
     """Keep the instruction list in an order where operands come first."""
     order = computation.post_order()
-    dead = [i for i in computation.instructions if i not in set(order)]
+    reached = set(order)
+    dead = [i for i in computation.instructions if i not in reached]
     computation.instructions[:] = [*order, *dead]
