@@ -74,8 +74,6 @@ class LogicalBuffer:
     size: int
     defined_at: int = 0
     last_use: int = 0
-    # Every (instruction, index) whose value these bytes are.
-    aliases: list[tuple[HloInstruction, ShapeIndex]] = field(default_factory=list)
     # Every read: (step, reader, operand number); the operand number is None for the copies control flow
     # makes (a while's initial state, a body's or branch's results).
     uses: list[tuple[int, HloInstruction, int | None]] = field(default_factory=list)
@@ -121,9 +119,6 @@ class Liveness:
             raise VerifyError(f"{instr.name} has no array at shape index {list(index)} (its shape is {instr.shape})")
         return found
 
-    def live_together(self, a: LogicalBuffer, b: LogicalBuffer) -> bool:
-        return a.defined_at <= b.last_use and b.defined_at <= a.last_use
-
 
 def analyze_liveness(schedule: ModuleSchedule, buffer_size: Callable[[Shape], int]) -> Liveness:
     """The logical buffers of ``schedule``'s module and their live ranges;
@@ -166,8 +161,6 @@ class _Walker:
     def bind(self, instr: HloInstruction, leaves: dict[ShapeIndex, LogicalBuffer]) -> None:
         self.liveness.leaves[id(instr)] = leaves
         self.liveness.steps[id(instr)] = self.step
-        for index, buffer in leaves.items():
-            buffer.aliases.append((instr, index))
 
     def use(self, leaves: dict[ShapeIndex, LogicalBuffer], reader: HloInstruction, operand: int | None) -> None:
         for buffer in leaves.values():
