@@ -324,3 +324,36 @@ def test_inner_loop_unrolled_inside_outer_loop_that_is_too_long() -> None:
     (loop,) = loops(module)
     assert loop.ub.name_hint == "c100"
     assert run(module, "f", 5) == run(before, "f", 5) == (105,)
+
+
+# A full reduction as vectorize-loads-stores leaves it: rows read as vectors, their lanes summed one by one.
+ROWS_OF_LANES = """
+func.func @f(%x: tensor<4096xf32>, %init: f32) -> f32 {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %cst = arith.constant 0.000000e+00 : f32
+  %r = scf.for %row = %c0 to %c64 step %c1 iter_args(%a = %init) -> (f32) {
+    %base = arith.muli %row, %c64 : index
+    %v = vector.transfer_read %x[%base], %cst {in_bounds = [true]} : tensor<4096xf32>, vector<64xf32>
+    %s = scf.for %lane = %c0 to %c64 step %c1 iter_args(%b = %a) -> (f32) {
+      %e = vector.extract %v[%lane] : f32 from vector<64xf32>
+      %m = arith.addf %b, %e : f32
+      scf.yield %m : f32
+    }
+    scf.yield %s : f32
+  }
+  func.return %r : f32
+}
+"""
+
+
+def test_a_large_budget_unrolls_only_loops_over_vector_lanes() -> None:
+    # The lanes' loop is unrolled under the CPU's budget; the loop over rows keeps the default budget, which its
+    # 64 copies of 64 lanes exceed.
+    module = parse_mlir(ROWS_OF_LANES)
+    UnrollLoopsPass(max_unrolled_cost=1 << 20).apply(None, module)  # type: ignore[arg-type]
+    verify_op(module)
+    (loop,) = loops(module)
+    assert loop.body.block.args[0].name_hint == "row"
+    assert print_mlir(module).count("vector.extract") == 64

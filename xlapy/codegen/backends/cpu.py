@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import hashlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -1319,6 +1320,11 @@ def optimize(module: llvm.ModuleRef, target_machine: llvm.TargetMachine) -> None
     builder.getModulePassManager().run(module, builder)
 
 
+# Kernels compiled from LLVM IR in this process, by the hash of their text (insertion order: the oldest first).
+_COMPILED: dict[bytes, CpuKernel] = {}
+_COMPILED_LIMIT = 64
+
+
 class CpuKernel:
     """A compiled entry function: `kernel(buffers, block_begin, block_end)` runs blocks [begin, end)."""
 
@@ -1348,7 +1354,21 @@ class CpuKernel:
 
     @classmethod
     def from_llvm_ir(cls, text: str, entry: str = "main") -> CpuKernel:
-        """A kernel from the text of a module made by `translate_module` (possibly edited)."""
+        """A kernel from the text of a module made by `translate_module` (possibly edited). The same text compiled
+        before in this process gives the same kernel: fusions that differ only in their names (a model's repeated
+        layers) are optimised and turned into machine code once."""
+        key = hashlib.sha256(f"{entry}\n{text}".encode()).digest()
+        with _LLVM_LOCK:
+            kernel = _COMPILED.get(key)
+            if kernel is None:
+                kernel = cls._compile_llvm_ir(text, entry)
+                if len(_COMPILED) >= _COMPILED_LIMIT:
+                    del _COMPILED[next(iter(_COMPILED))]  # the oldest
+                _COMPILED[key] = kernel
+            return kernel
+
+    @classmethod
+    def _compile_llvm_ir(cls, text: str, entry: str) -> CpuKernel:
         with _LLVM_LOCK:
             try:
                 parsed = llvm.parse_assembly(text)

@@ -298,8 +298,11 @@ class LowerComplexPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         declared = {f.sym_name.data: f for f in op.ops if isinstance(f, func.FuncOp)}
-        for inner in list(op.walk()):
-            if inner.name.startswith("complex.") and not isinstance(inner, _KEPT):
+        complex_ops = [inner for inner in op.walk() if inner.name.startswith("complex.")]
+        if not complex_ops:
+            return  # nothing to lower (most kernels): no walk over the module again, no verification
+        for inner in complex_ops:
+            if not isinstance(inner, _KEPT):
                 rule = _RULES.get(inner.name)
                 if rule is None:
                     raise UnimplementedError(f"lower-complex: {inner.name} is not supported")
