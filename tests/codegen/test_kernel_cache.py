@@ -193,6 +193,15 @@ def test_device_options_and_fusion_change_the_key():
     assert kernel_cache.fingerprint(fusion, device, "a") == key
 
 
+def test_fusions_that_differ_only_in_names_share_a_key():
+    renamed = _fusion()
+    for instr in renamed.fused_computation.instructions:
+        instr.name = f"{instr.name}.renamed"
+    renamed.fused_computation.name = "another_name"
+    device = Device.host()
+    assert kernel_cache.fingerprint(renamed, device, "a") == kernel_cache.fingerprint(_fusion(), device, "a")
+
+
 def test_a_changed_input_rebuilds_the_kernel(cache, monkeypatch):
     _compile_and_check("add")
     writes = []

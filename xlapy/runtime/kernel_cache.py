@@ -23,6 +23,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
@@ -128,7 +129,30 @@ def _computation_text(computation) -> str:
         seen.add(id(current))
         texts.append(print_computation(current))
         pending.extend(current.called_computations())
-    return "\n".join(texts)
+    return _without_names("\n".join(texts))
+
+
+_NAME = re.compile(r"%([^\s,(){}=]+)")
+_HEADER_PARAMETER = re.compile(r"[^\s(),]+: ")
+_METADATA = re.compile(r", metadata=\{[^}]*\}")
+
+
+def _without_names(text: str) -> str:
+    """``text`` with every instruction and computation named by its order of appearance and without
+    metadata: the code generated for a fusion does not depend on names (its entry function is always
+    ``main``), so fusions that differ only in names share one kernel, as XLA's canonical printing lets
+    identical kernels be reused."""
+    numbers: dict[str, int] = {}
+
+    def number(match: re.Match) -> str:
+        return f"%{numbers.setdefault(match.group(1), len(numbers))}"
+
+    lines = []
+    for line in _METADATA.sub("", text).split("\n"):
+        if not line.startswith(" "):  # a computation's header: its parameters' names go, their shapes stay
+            line = _HEADER_PARAMETER.sub("", line)
+        lines.append(_NAME.sub(number, line))
+    return "\n".join(lines)
 
 
 def fingerprint(fusion: HloInstruction, device: Device, options: str = "",
