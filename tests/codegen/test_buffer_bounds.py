@@ -116,11 +116,12 @@ ENTRY e {
 
 def test_unsupported_fused_ops_are_named_before_compiling():
     module = parse_module("""HloModule m
-f { a = f32[4] parameter(0)  r = f32[4] reduce-precision(a), exponent_bits=5, mantissa_bits=10
-    ROOT c = f32[4] cosine(r) }
-ENTRY e { p = f32[4] parameter(0)  w = f32[4] copy(p)  ROOT fusion = f32[4] fusion(w), kind=kLoop, calls=f }
+f { a = f32[4] parameter(0)  u = u32[4] parameter(1)  r = s32[4] stochastic-convert(a, u)
+    ROOT c = s32[4] negate(r) }
+ENTRY e { p = f32[4] parameter(0)  q = u32[4] parameter(1)  w = f32[4] copy(p)
+          ROOT fusion = s32[4] fusion(w, q), kind=kLoop, calls=f }
 """)
-    with pytest.raises(UnimplementedError, match=r"cannot run m: reduce-precision \(r\) in fusion fusion;"):
+    with pytest.raises(UnimplementedError, match=r"cannot run m: stochastic-convert \(r\) in fusion fusion;"):
         xlapy.compile(module, run_hlo_passes=False)
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import ml_dtypes
+import numpy as np
 from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import Float32Type, Float64Type, IntegerType
 from xdsl.ir import Attribute, SSAValue
@@ -422,13 +424,122 @@ def _float_to_int(em: FunctionEmitter, x: SSAValue, source: str, target: str) ->
     return em.insert(arith.SelectOp(is_nan, _const_like(em, 0, target), result)).result
 
 
-@_elementwise("bitcast-convert", in_f32=False)
-def _bitcast_convert(em, instr, operands):
+# (exponent bits, mantissa bits) of the float formats reduce-precision rounds in. The others are rounded in f32,
+# which holds them exactly, and rounded back to their type after, as XLA:CPU and the interpreter do (a bf16 NaN
+# comes back as the canonical one).
+_FLOAT_FORMATS = {"f16": (5, 10), "f32": (8, 23), "f64": (11, 52)}
+
+
+def _keeps_every_value(type_name: str, exponent_bits: int, mantissa_bits: int) -> bool:
+    """Whether reducing ``type_name`` to these widths changes nothing: no bit to round away, no exponent out of
+    range, and an infinity to overflow to (the types without one overflow to NaN through f32)."""
+    from xlapy.shapes import ELEMENT_TYPES
+
+    dtype = ELEMENT_TYPES[type_name].dtype
+    info = ml_dtypes.finfo(dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        has_infinity = bool(np.isinf(np.array(np.inf).astype(dtype)))
+    return exponent_bits >= info.nexp and mantissa_bits >= info.nmant and has_infinity
+
+
+@_elementwise("reduce-precision", in_f32=False)
+def _reduce_precision(em, instr, operands):
+    """XLA's ``EmitReducePrecisionIR`` (``xla/service/elemental_ir_emitter.cc``) on the value's bits: the
+    mantissa rounded to nearest even by adding a bias and masking, then exponents past the reduced range forced
+    to ±inf (overflow) or ±0 (underflow, denormals included); a NaN is kept (also with no mantissa bit left, as
+    XLA's ``reducePrecision`` in ``mlir_hlo/mhlo/transforms/transformation_helpers.h``, which XLA:CPU runs)."""
+    (x,) = operands
+    name = instr.shape.element_type
+    exponent_bits, mantissa_bits = instr.attr("exponent_bits"), instr.attr("mantissa_bits")
+    if _keeps_every_value(name, exponent_bits, mantissa_bits):
+        return x
+    if name in _FLOAT_FORMATS:
+        return _reduce_precision_bits(em, x, name, exponent_bits, mantissa_bits)
+    wide = em.insert(arith.ExtFOp(x, Float32Type())).result
+    reduced = _reduce_precision_bits(em, wide, "f32", exponent_bits, mantissa_bits)
+    result = em.insert(arith.TruncFOp(reduced, x.type)).result
+    if name != "bf16":
+        return result
+    # XLA:CPU rounds bf16 in f32 and gives back the quiet NaN of the input's sign (0x7fc0 or 0xffc0), not the
+    # payload a truncation keeps.
+    sign = em.insert(arith.AndIOp(em.insert(arith.BitcastOp(x, IntegerType(16))).result,
+                                  _const_like(em, 0x8000, "u16"))).result
+    quiet_nan = em.insert(arith.BitcastOp(em.insert(arith.OrIOp(sign, _const_like(em, 0x7FC0, "u16"))).result,
+                                          x.type)).result
+    is_nan = em.insert(arith.CmpfOp(x, x, "uno")).result
+    return em.insert(arith.SelectOp(is_nan, quiet_nan, result)).result
+
+
+def _reduce_precision_bits(em: FunctionEmitter, x: SSAValue, name: str, exponent_bits: int,
+                           mantissa_bits: int) -> SSAValue:
+    source_exponent, source_mantissa = _FLOAT_FORMATS[name]
+    width = 1 + source_exponent + source_mantissa
+    int_name = f"u{width}"
+
+    def const(value: int) -> SSAValue:
+        return _const_like(em, value, int_name)
+
+    bits = em.insert(arith.BitcastOp(x, IntegerType(width))).result
+    if mantissa_bits < source_mantissa:
+        shift = source_mantissa - mantissa_bits
+        last_kept = em.insert(arith.ShRUIOp(em.insert(arith.AndIOp(bits, const(1 << shift))).result,
+                                            const(shift))).result
+        bias = em.insert(arith.AddiOp(last_kept, const((1 << (shift - 1)) - 1))).result
+        rounded = em.insert(arith.AddiOp(bits, bias)).result
+        bits = em.insert(arith.AndIOp(rounded, const(~((1 << shift) - 1)))).result
+    if exponent_bits < source_exponent:
+        exponent_mask = ((1 << source_exponent) - 1) << source_mantissa
+        source_bias = (1 << (source_exponent - 1)) - 1
+        reduced_bias = (1 << (exponent_bits - 1)) - 1
+        exponent = em.insert(arith.AndIOp(bits, const(exponent_mask))).result
+        overflows = em.insert(arith.CmpiOp(exponent, const((source_bias + reduced_bias) << source_mantissa),
+                                           "ugt")).result
+        underflows = em.insert(arith.CmpiOp(exponent, const((source_bias - reduced_bias) << source_mantissa),
+                                            "ule")).result
+        signed_zero = em.insert(arith.AndIOp(bits, const(1 << (width - 1)))).result
+        signed_inf = em.insert(arith.OrIOp(signed_zero, const(exponent_mask))).result
+        bits = em.insert(arith.SelectOp(overflows, signed_inf, bits)).result
+        bits = em.insert(arith.SelectOp(underflows, signed_zero, bits)).result
+    result = em.insert(arith.BitcastOp(bits, x.type)).result
+    is_nan = em.insert(arith.CmpfOp(x, x, "uno")).result
+    return em.insert(arith.SelectOp(is_nan, x, result)).result
+
+
+@elemental_rule("bitcast-convert")
+def _bitcast_convert(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
+    """The same bits in another type. Between widths, as XLA: the narrower side has one more, minor, dimension
+    that numbers the parts of a wider element from its least significant bits up (little-endian)."""
     source, target = instr.operands[0].shape.element_type, instr.shape.element_type
     target_type: Attribute = element_type(target, instr.name)
-    if _bits(source) != _bits(target):
-        raise UnimplementedError(f"bitcast-convert ({instr.name}) between types of different widths")
-    return em.insert(arith.BitcastOp(operands[0], target_type)).result
+    source_bits, target_bits = _bits(source), _bits(target)
+    operand_indices = indices if instr.operands[0].shape.dimensions else ()
+    if source_bits == target_bits:
+        return em.insert(arith.BitcastOp(em.operand(instr, 0, operand_indices), target_type)).result
+    if min(source_bits, target_bits) < 8 or "pred" in (source, target):
+        raise UnimplementedError(f"bitcast-convert ({instr.name}) from {source} to {target}: between widths only "
+                                 "for types of whole bytes")
+    if source_bits > target_bits:
+        # Part indices[-1] of the operand's element: shift it down to the low bits and keep those.
+        wide = _as_integer(em, em.operand(instr, 0, indices[:-1]), source_bits)
+        part = em.insert(arith.IndexCastOp(indices[-1], IntegerType(source_bits))).result
+        shift = em.insert(arith.MuliOp(part, _const_like(em, target_bits, f"u{source_bits}"))).result
+        low = em.insert(arith.TruncIOp(em.insert(arith.ShRUIOp(wide, shift)).result, IntegerType(target_bits)))
+        return em.insert(arith.BitcastOp(low.result, target_type)).result
+    # The element is made of the operand's parts along its minor dimension, part k shifted up by k widths.
+    value = None
+    for k in range(target_bits // source_bits):
+        part = _as_integer(em, em.operand(instr, 0, (*indices, em.index(k))), source_bits)
+        part = em.insert(arith.ExtUIOp(part, IntegerType(target_bits))).result
+        if k:
+            part = em.insert(arith.ShLIOp(part, _const_like(em, k * source_bits, f"u{target_bits}"))).result
+        value = part if value is None else em.insert(arith.OrIOp(value, part)).result
+    return em.insert(arith.BitcastOp(value, target_type)).result
+
+
+def _as_integer(em: FunctionEmitter, value: SSAValue, bits: int) -> SSAValue:
+    if isinstance(value.type, IntegerType):
+        return value
+    return em.insert(arith.BitcastOp(value, IntegerType(bits))).result
 
 
 def _bits(name: str) -> int:

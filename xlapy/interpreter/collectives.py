@@ -55,8 +55,8 @@ def _all_to_all(instr, operands, ev):
     me, values = _exchanged(instr, operands, ev)
     count = len(values)
     if not instr.attributes.get("dimensions"):
-        # The tuple form: participant i's j-th operand goes to participant j's i-th result.
-        return _packed([values[i][me] for i in range(count)])
+        # The tuple form: participant i's j-th operand goes to participant j's i-th result (a tuple even of one).
+        return tuple(values[i][me] for i in range(count))
     dimension = instr.attr("dimensions")[0]
     return _split_and_concatenate([v[0] for v in values], me, dimension, dimension)
 

@@ -341,7 +341,9 @@ def _bitcast_convert(instr, operands, ev) -> np.ndarray:
     # Shapes follow the value rather than the instruction, so the rule also
     # works on the arrays a scalar computation is applied to.
     if target.itemsize < value.dtype.itemsize:
-        return value.view(target).reshape(*value.shape, value.dtype.itemsize // target.itemsize)
+        # Through a minor dimension of 1: numpy cannot change the item size of a 0-d array.
+        parts = value.dtype.itemsize // target.itemsize
+        return value.reshape(*value.shape, 1).view(target).reshape(*value.shape, parts)
     if target.itemsize > value.dtype.itemsize:
         return value.reshape(*value.shape[:-1], -1).view(target).reshape(value.shape[:-1])
     return value.view(target)
@@ -374,7 +376,7 @@ def _reduce_precision(instr, operands, ev) -> np.ndarray:
 
 def reduce_precision(value: np.ndarray, exponent_bits: int, mantissa_bits: int) -> np.ndarray:
     """Round ``value`` to a float with the given exponent and mantissa widths
-    (nearest even; overflow to ±inf, underflow to ±0, as XLA does)."""
+    (nearest even; overflow to ±inf, underflow to ±0, NaN kept, as XLA does)."""
     source_exponent, source_mantissa, uint = _FLOAT_FORMATS[value.dtype]
     bits = value.view(uint).astype(np.uint64)
     if mantissa_bits < source_mantissa:
@@ -393,9 +395,9 @@ def reduce_precision(value: np.ndarray, exponent_bits: int, mantissa_bits: int) 
         bits = np.where(overflows, sign | exponent_mask, np.where(underflows, sign, bits))
     width = np.uint64((1 << (1 + source_exponent + source_mantissa)) - 1)
     result = (bits & width).astype(uint).view(value.dtype)
-    if mantissa_bits > 0:  # with no mantissa a NaN becomes an infinity
-        result = np.where(np.isnan(value), value, result)
-    return result
+    # NaN stays NaN, also with no mantissa bit left, as XLA's reducePrecision (mhlo/transforms/
+    # transformation_helpers.h) that XLA:CPU runs (the older EmitReducePrecisionIR gave inf or 0 there).
+    return np.where(np.isnan(value), value, result)
 
 
 @rule("stochastic-convert")

@@ -1,0 +1,92 @@
+"""Collectives of a program that runs on one device (one replica, one partition), as XLA:CPU runs them there:
+every group holds that device alone, so each collective is a copy of its operands into its result —
+
+- all-reduce, reduce-scatter: the reduction of one contribution is that contribution (the reducer is never
+  applied); reduce-scatter's one block is the whole array;
+- all-gather, all-to-all, collective-broadcast: the device's own data, gathered, exchanged or broadcast among
+  one participant;
+- collective-permute: the operand when a ``source_target_pairs`` pair sends device 0 to itself, else zeros
+  (a device no pair sends to receives zeros);
+- replica-id, partition-id: 0.
+
+A module on several devices is refused when its thunks are emitted (``UnimplementedError`` naming each
+collective): the CPU backend runs one device. The asynchronous start/done forms are not made by XLA:CPU and
+have no thunks here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from xlapy.errors import UnimplementedError
+from xlapy.interpreter.spmd import DeviceLayout
+from xlapy.runtime.thunks.base import ExecutionContext, Thunk
+from xlapy.runtime.thunks.copy import leaf_copies, same_physical_layout
+from xlapy.runtime.thunks.registry import thunk_rule
+from xlapy.shapes import Shape
+
+if TYPE_CHECKING:
+    from xlapy.buffers.assignment import BufferSlice
+    from xlapy.hlo.ir import HloInstruction
+    from xlapy.runtime.thunk_emitter import ThunkEmitter
+
+# The collectives whose one-device result is their operands, leaf for leaf.
+_COPYING = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-broadcast")
+
+
+@dataclass(eq=False)
+class FillThunk(Thunk):
+    """Writes ``value`` into every element of the array at ``out``."""
+
+    name: str
+    out: BufferSlice
+    shape: Shape
+    value: int = 0
+    kind: str = field(default="copy", init=False)
+
+    def run(self, context: ExecutionContext) -> None:
+        context.array(self.out, self.shape)[...] = self.value
+
+
+def _check_one_device(instr: HloInstruction, emitter: ThunkEmitter) -> None:
+    layout = DeviceLayout.of(emitter.module)
+    devices = layout.replica_count * layout.num_partitions
+    if devices != 1:
+        raise UnimplementedError(f"{instr.opcode} ({instr.name}) on {devices} devices ({layout.describe()}): the "
+                                 "CPU backend runs collectives of one device only")
+
+
+def _operand_copies(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
+    """The copies of every array leaf of the operands, in order, into the result's leaves."""
+    sources = [leaf for operand in instr.operands for leaf in emitter.leaves(operand)]
+    destinations = emitter.leaves(instr)
+    for (source_shape, _), (shape, _) in zip(sources, destinations):
+        if source_shape.dimensions != shape.dimensions or not same_physical_layout(source_shape, shape):
+            raise UnimplementedError(f"{instr.opcode} ({instr.name}) from {source_shape} to {shape}: on one device "
+                                     "the CPU backend copies the operand's bytes, which needs one layout")
+    copies = leaf_copies(instr.name, sources, destinations)
+    return [copies] if copies else []
+
+
+@thunk_rule(*_COPYING)
+def _copying_collective(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
+    _check_one_device(instr, emitter)
+    return _operand_copies(instr, emitter)
+
+
+@thunk_rule("collective-permute")
+def _collective_permute(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
+    _check_one_device(instr, emitter)
+    if len(instr.operands) != 1 or instr.shape.is_tuple:
+        raise UnimplementedError(f"collective-permute ({instr.name}) of {len(instr.operands)} operands: the CPU "
+                                 "backend permutes one array")
+    pairs = instr.attributes.get("source_target_pairs", ())
+    if any(int(str(target)) == 0 for _, target in pairs):
+        return _operand_copies(instr, emitter)
+    return [FillThunk(instr.name, emitter.slice(instr), instr.shape, 0)]
+
+
+@thunk_rule("replica-id", "partition-id")
+def _device_id(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
+    _check_one_device(instr, emitter)
+    return [FillThunk(instr.name, emitter.slice(instr), instr.shape, 0)]
