@@ -284,8 +284,47 @@ def _in_place_to_root(value: HloInstruction, root: HloInstruction, checked: set[
     if not value.users or value.shape.dimensions != root.shape.dimensions:
         return False
     for user in value.users:
+        if reads_update_window(user, value):
+            continue
         elementwise = _is_elementwise(user) and user.shape.dimensions == root.shape.dimensions
         updated = user.opcode == "dynamic-update-slice" and all(o is not value for o in user.operands[1:])
         if not (elementwise or updated) or not _in_place_to_root(user, root, checked):
             return False
+    return True
+
+
+def _without_unit_dimensions(shape: Shape) -> list[int]:
+    return [d for d in shape.dimensions if d != 1]
+
+
+def reads_update_window(read: HloInstruction, value: HloInstruction) -> bool:
+    """Whether ``read`` is a dynamic-slice of ``value`` at the start indices (the same instructions) of the one
+    dynamic-update-slice of ``value`` whose update has its dimensions, and its elements reach nothing but that
+    update, through elementwise ops and reshapes that only add or drop dimensions of size 1: each element of the
+    window is then read only to compute the element replacing it (a scatter's combiner; XLA:GPU's
+    ``CanEmitFusedDynamicUpdateSliceInPlaceForGpu`` lets such reads stay in an in-place fusion)."""
+    if read.opcode != "dynamic-slice" or read.operands[0] is not value or any(o is value for o in read.operands[1:]):
+        return False
+    starts = read.operands[1:]
+    updates = [u for u in value.users if u.opcode == "dynamic-update-slice" and u.operands[0] is value
+               and len(u.operands) == len(starts) + 2 and all(a is b for a, b in zip(u.operands[2:], starts))
+               and u.operands[1].shape.dimensions == read.shape.dimensions]
+    if len(updates) != 1:
+        return False
+    (update,) = updates
+    window = _without_unit_dimensions(read.shape)
+    pending, seen = [read], {id(read)}
+    while pending:
+        current = pending.pop()
+        for user in current.users:
+            if user is update:
+                if any(o is current for i, o in enumerate(update.operands) if i != 1):
+                    return False
+                continue
+            same_element = _is_elementwise(user) or user.opcode == "reshape"
+            if not (same_element and _without_unit_dimensions(user.shape) == window):
+                return False
+            if id(user) not in seen:
+                seen.add(id(user))
+                pending.append(user)
     return True

@@ -22,6 +22,10 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 
+from xlapy.codegen.emitters.in_place_dynamic_update_slice import (
+    emit_in_place_dynamic_update_slice_fusion,
+    in_place_updates,
+)
 from xlapy.codegen.emitters.loop import emit_loop_fusion
 from xlapy.codegen.launch import Device, LaunchDimensions
 from xlapy.codegen.mlir_text import make_context, print_mlir
@@ -152,6 +156,20 @@ class Dumper:
             raise XlapyError(f"cannot write {path}: {error.strerror}") from None
 
 
+# The emitters, by the name ``emitter_name`` gives (XLA's ``GetFusionEmitter`` chooses among its emitters alike).
+EMITTERS: dict[str, Callable[[HloInstruction, Device, Sequence[int] | None], tuple[ModuleOp, LaunchDimensions]]] = {
+    "loop": emit_loop_fusion,
+    "in_place_dynamic_update_slice": emit_in_place_dynamic_update_slice_fusion,
+}
+
+
+def emitter_name(fusion: HloInstruction, slice_indices: Sequence[int] | None = None) -> str:
+    """The emitter of ``fusion``'s kernel given the ``slice_indices`` of its buffers: the in-place
+    dynamic-update-slice emitter when its outputs are updates written over operands passed in their slices,
+    else the loop emitter."""
+    return "in_place_dynamic_update_slice" if in_place_updates(fusion, slice_indices) is not None else "loop"
+
+
 @dataclass
 class LoweredFusion:
     """A fusion lowered to the LLVM dialect, ready for a backend."""
@@ -163,7 +181,7 @@ class LoweredFusion:
 def lower_fusion(fusion: HloInstruction, device: Device, dump: Dumper | None = None,
                  passes: Callable[[], list[ModulePass]] | None = None,
                  slice_indices: Sequence[int] | None = None) -> LoweredFusion:
-    """Emits ``fusion`` with its hero's emitter and runs the pass pipeline
+    """Emits ``fusion`` with its hero's emitter (``emitter_name``) and runs the pass pipeline
     (``passes``, by default the device's); on the CPU, with one element per
     thread when the lanes of vectors would not all become vector code.
     ``slice_indices`` (one per kernel buffer: operands, array constants,
@@ -188,7 +206,7 @@ def _lower(fusion: HloInstruction, device: Device, dump: Dumper | None, passes: 
            fallback: bool, slice_indices: Sequence[int] | None = None) -> LoweredFusion | None:
     """One run of the pipeline; None when ``fallback`` is set and the vector lanes do not all vectorize (the
     dumps are only written by the run that is kept)."""
-    module, launch = emit_loop_fusion(fusion, device, slice_indices)
+    module, launch = EMITTERS[emitter_name(fusion, slice_indices)](fusion, device, slice_indices)
     if fallback and launch.vector_size == 1:
         return None  # no vectors (the element count is odd): the scalar device's launch
     context = make_context()

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from xlapy.buffers.liveness import FORWARDING_OPCODES, array_leaves
+from xlapy.codegen.emitters.in_place_dynamic_update_slice import update_elements
 from xlapy.codegen.fusion_checks import check_fusion, fusion_outputs
 from xlapy.codegen.launch import Device, LaunchDimensions
 from xlapy.errors import UnimplementedError, VerifyError, XlapyError
@@ -101,6 +102,10 @@ class ThunkEmitter:
             outputs=[(self.slice(owner, (i,) if owner.shape.is_tuple else ()), shape)
                      for i, shape in enumerate(outputs)],
             elements=max(math.prod(s.dimensions) for s in outputs))
+        # A kernel updating its operands in place iterates the updates' elements only.
+        updated = update_elements(fusion, thunk.slice_indices)
+        if updated is not None:
+            thunk.elements = updated
         self.pending.append(thunk)
         return thunk
 

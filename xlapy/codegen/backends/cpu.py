@@ -1423,6 +1423,30 @@ class CpuKernel:
         return self._asm
 
     def __call__(self, buffers: Sequence[np.ndarray], block_begin: int = 0, block_end: int | None = None) -> None:
+        end = self.signature.blocks if block_end is None else block_end
+        self._check_blocks(block_begin, end)
+        self._function(ctypes.cast(self._pointers(buffers), ctypes.c_void_p), block_begin, end)
+
+    def bind(self, buffers: Sequence[np.ndarray]) -> Callable[[int, int], None]:
+        """The kernel on ``buffers`` as ``launch(block_begin, block_end)``, for buffers that stay where they are
+        (an execution context's): the checks of ``__call__`` on the buffers (count, contiguity, byte sizes) are
+        made and the pointer array is built here, once; a launch only checks its block range. The launch keeps
+        the buffers alive."""
+        pointers = self._pointers(buffers)
+        argument = ctypes.cast(pointers, ctypes.c_void_p)
+        function, blocks, check = self._function, self.signature.blocks, self._check_blocks
+
+        def launch(block_begin: int, block_end: int) -> None:
+            if not 0 <= block_begin <= block_end <= blocks:
+                check(block_begin, block_end)
+            function(argument, block_begin, block_end)
+
+        launch.buffers = (tuple(buffers), pointers)  # type: ignore[attr-defined]
+        return launch
+
+    def _pointers(self, buffers: Sequence[np.ndarray]) -> ctypes.Array:
+        """The array of the buffers' addresses the kernel takes, once each buffer is checked against the kernel's
+        signature."""
         sizes = self.signature.buffer_sizes
         if len(buffers) != len(sizes):
             raise VerifyError(f"cpu kernel: expected {len(sizes)} buffers, got {len(buffers)}")
@@ -1433,10 +1457,12 @@ class CpuKernel:
             if buffer.nbytes < size:
                 raise VerifyError(f"cpu kernel: buffer {i} has {buffer.nbytes} bytes, the kernel reads {size}")
             pointers[i] = buffer.ctypes.data
-        end = self.signature.blocks if block_end is None else block_end
-        if not 0 <= block_begin <= end <= self.signature.blocks:
-            raise VerifyError(f"cpu kernel: block range [{block_begin}, {end}) outside [0, {self.signature.blocks})")
-        self._function(ctypes.cast(pointers, ctypes.c_void_p), block_begin, end)
+        return pointers
+
+    def _check_blocks(self, block_begin: int, block_end: int) -> None:
+        if not 0 <= block_begin <= block_end <= self.signature.blocks:
+            raise VerifyError(f"cpu kernel: block range [{block_begin}, {block_end}) outside "
+                              f"[0, {self.signature.blocks})")
 
 
 def compile_kernel(module: ModuleOp, entry: str = "main", native_bf16: bool = False) -> CpuKernel:

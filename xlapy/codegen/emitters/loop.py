@@ -58,7 +58,7 @@ def emit_loop_fusion(fusion: HloInstruction, device: Device, slice_indices: Sequ
     functions = [emit_subgraph_function(partitioned, s, called) for s in partitioned.subgraphs]
     entry = _entry_function(partitioned, fusion, launch)
     if slice_indices is not None:
-        _mark_slices(entry, fusion, slice_indices)
+        mark_slices(entry, fusion, slice_indices)
     if device.name == "cpu":
         entry.attributes[BACKEND_KIND] = StringAttr(device.name)
     return ModuleOp([entry, *functions, *called.functions]), launch
@@ -110,7 +110,7 @@ def _entry_function(partitioned: PartitionedComputation, fusion: HloInstruction,
     return func.FuncOp(ENTRY_NAME, ([*param_types, *output_types], output_types), Region(block))
 
 
-def _mark_slices(entry: func.FuncOp, fusion: HloInstruction, slice_indices: Sequence[int]) -> None:
+def mark_slices(entry: func.FuncOp, fusion: HloInstruction, slice_indices: Sequence[int]) -> None:
     """Gives each tensor argument of ``entry`` its ``xla.slice_index``."""
     count = len(entry.function_type.inputs.data)
     if len(slice_indices) != count:

@@ -14,7 +14,7 @@ reach a kernel."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -24,7 +24,7 @@ from xlapy.codegen.fusion_checks import fusion_outputs, unsupported_fused_ops
 from xlapy.errors import UnimplementedError, VerifyError
 from xlapy.hlo.ir import HloComputation, HloInstruction
 from xlapy.memory import buffer_bytes
-from xlapy.runtime.thread_pool import run_blocks
+from xlapy.runtime.thread_pool import block_launcher, run_blocks
 from xlapy.runtime.thunks.base import ExecutionContext, Thunk, dtype_of
 from xlapy.runtime.thunks.registry import thunk_rule
 from xlapy.shapes import Shape
@@ -110,6 +110,12 @@ class KernelThunk(Thunk):
         buffers = self.buffers(context)
         kernel = self.kernel
         run_blocks(lambda begin, end: kernel(buffers, begin, end), self.blocks, self.elements)
+
+    def prepare(self, context: ExecutionContext) -> Callable[[], None]:
+        """The launch over ``context``'s buffers, checked and bound to the kernel once (``CpuKernel.bind``): a
+        loop iteration then only calls the kernel."""
+        buffers = self.buffers(context)  # checked before the kernel is asked for anything
+        return block_launcher(self.kernel.bind(buffers), self.blocks, self.elements)
 
 
 def shared_slice_indices(slices: Sequence[BufferSlice | None], what: str) -> tuple[int, ...] | None:
