@@ -23,11 +23,13 @@ from xlapy.transforms.hlo_pass import HloPass, HloPassFix, HloPassPipeline
 
 # The passes of RunHloPassesThroughLayoutAssn and RunHloPassesAfterLayoutAssn
 # that xlapy has, in XLA:CPU's order (pipelines named where they start).
-_SIMPLIFICATION = ["algsimp", "simplify-sorts", "dce", "gather_expander", "zero-sized-hlo-elimination",
+_SIMPLIFICATION = ["algsimp", "simplify-sorts", "dce", "gather_expander", "gather_simplifier",
+                   "zero-sized-hlo-elimination",
                    "tuple-simplifier", "simplify-while-loops", "dce", "constant-folding"]
 XLA_ORDER = [
     "sharding-removal", "flatten-call-graph", "dce",
-    "HLO passes through layout assignment", "dot_decomposer", "rng-bit-generator-expander",
+    "HLO passes through layout assignment", "batched_gather_scatter_normalizer", "dot_decomposer",
+    "rng-bit-generator-expander",
     "zero-sized-hlo-elimination", "comparison-expander", "stochastic_convert_decomposer", "call-inliner",
     "dot_decomposer", "batchnorm_expander", "logistic-expander",
     "simplification", *_SIMPLIFICATION,

@@ -116,24 +116,41 @@ def _dynamic_slice(em: FunctionEmitter, instr: HloInstruction, indices: Indices)
 
 @elemental_rule("gather")
 def _gather(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
-    """A canonical gather (XLA's docs/emitters.md): row ``d0`` of the indices holds the
-    start of the slice, clamped so the slice stays inside the operand."""
+    """Any gather, by its dimension numbers (XLA's operation semantics): the output dimensions outside
+    ``offset_dims`` are the batch dimensions, which with the index vector dimension put back index the start
+    indices; the offset dimensions index the slice along the operand dimensions neither collapsed nor batching.
+    Starts of ``start_index_map`` are clamped so the slice stays inside the operand, as XLA does; an operand
+    batching dimension starts at the position along its start-indices batching dimension. The canonical form
+    ``gather_simplifier`` leaves (XLA's docs/emitters.md) is the case of one batch dimension and
+    ``index_vector_dim`` 1."""
     operand, starts = instr.operands
-    rank = len(operand.shape.dimensions)
-    canonical = (
-        tuple(instr.attr("offset_dims")) == tuple(range(1, rank + 1))
-        and not tuple(instr.attr("collapsed_slice_dims") or ())
-        and instr.attr("index_vector_dim") == 1
-        and len(starts.shape.dimensions) == 2
-        and tuple(instr.attr("start_index_map")) == tuple(range(starts.shape.dimensions[1]))
-    )
-    if not canonical:
-        raise UnimplementedError(f"gather ({instr.name}) is not in the canonical form of gather_simplifier")
+    operand_dims = operand.shape.dimensions
+    offset_dims = tuple(instr.attr("offset_dims") or ())
+    collapsed = tuple(instr.attr("collapsed_slice_dims") or ())
+    start_index_map = tuple(instr.attr("start_index_map") or ())
+    operand_batching = tuple(instr.attr("operand_batching_dims") or ())
+    indices_batching = tuple(instr.attr("start_indices_batching_dims") or ())
+    index_vector_dim = instr.attr("index_vector_dim")
     sizes = instr.attr("slice_sizes")
-    source = list(indices[1:])
-    for k in range(starts.shape.dimensions[1]):
-        start = em.to_index(em.emit(starts, (indices[0], em.index(k))), starts.shape.element_type)
+    batch = [index for d, index in enumerate(indices) if d not in offset_dims]
+    # Start-indices dimension -> its index: the batch indices in order, skipping the index vector dimension.
+    starts_rank = len(starts.shape.dimensions)
+    batch_of = [d for d in range(starts_rank) if d != index_vector_dim]
+    position_of = dict(zip(batch_of, batch))
+    window = iter(indices[d] for d in offset_dims)
+    source = []
+    for d, size in enumerate(sizes):
+        if d in operand_batching:
+            source.append(position_of[indices_batching[operand_batching.index(d)]])
+            continue
+        in_window = em.index(0) if d in collapsed else next(window)
+        if d not in start_index_map:
+            source.append(in_window)
+            continue
+        k = start_index_map.index(d)
+        at = tuple(em.index(k) if i == index_vector_dim else position_of[i] for i in range(starts_rank))
+        start = em.to_index(em.emit(starts, at), starts.shape.element_type)
         start = em.insert(arith.MaxSIOp(start, em.index(0))).result
-        start = em.insert(arith.MinSIOp(start, em.index(operand.shape.dimensions[k] - sizes[k]))).result
-        source[k] = em.insert(arith.AddiOp(source[k], start)).result
+        start = em.insert(arith.MinSIOp(start, em.index(operand_dims[d] - size))).result
+        source.append(start if d in collapsed else em.insert(arith.AddiOp(in_window, start)).result)
     return em.operand(instr, 0, tuple(source))

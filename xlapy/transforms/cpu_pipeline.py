@@ -49,6 +49,7 @@ from xlapy.hlo.ir import HloModule
 from xlapy.hlo.verifier import verify
 from xlapy.transforms.algebraic.registry import SimplifierOptions
 from xlapy.transforms.algebraic_simplifier import AlgebraicSimplifier
+from xlapy.transforms.batched_gather_scatter_normalizer import BatchedGatherScatterNormalizer
 from xlapy.transforms.batchnorm_expander import BatchNormExpander
 from xlapy.transforms.call_inliner import CallInliner
 from xlapy.transforms.comparison_expander import ComparisonExpander
@@ -58,6 +59,7 @@ from xlapy.transforms.dce import HloDCE
 from xlapy.transforms.dot_decomposer import DotDecomposer
 from xlapy.transforms.flatten_call_graph import FlattenCallGraph
 from xlapy.transforms.gather_expander import GatherExpander
+from xlapy.transforms.gather_simplifier import GatherSimplifier
 from xlapy.transforms.hlo_constant_folding import HloConstantFolding
 from xlapy.transforms.hlo_pass import HloPass, HloPassFix, HloPassPipeline
 from xlapy.transforms.instruction_fusion import InstructionFusion
@@ -83,6 +85,7 @@ def _simplification(name: str) -> HloPass:
         SortSimplifier(),
         HloDCE(),
         GatherExpander(GatherExpander.ELIMINATE_SIMPLE_GATHERS),
+        GatherSimplifier(),  # XLA runs it when it compiles with the fusion emitters, as xlapy does
         ZeroSizedHloElimination(),
         TupleSimplifier(),
         WhileLoopSimplifier(),
@@ -93,6 +96,7 @@ def _simplification(name: str) -> HloPass:
 
 def _through_layout_assignment() -> HloPassPipeline:
     return HloPassPipeline("HLO passes through layout assignment", [
+        BatchedGatherScatterNormalizer(),
         DotDecomposer(),
         RngBitGeneratorExpander(),
         ZeroSizedHloElimination(),

@@ -7,7 +7,7 @@ and ``COMPLEX_ELEMENTAL`` tables) plus the ops it emits with loops of their own
 (``reduce``, ``reduce-window``, ``dynamic-update-slice``); a test keeps the two
 in step. ``is_loop_emittable`` adds the cheap checks of element types and forms
 the emitter refuses (complex numbers outside the complex rules, bitcast-convert
-between widths, gather outside ``gather_simplifier``'s canonical form).
+between widths of sub-byte types or pred, gather outside ``gather_simplifier``'s canonical form).
 
 ``can_be_loop_fused`` is XLA:CPU's ``CanBeLoopFused``
 (``xla/service/cpu/cpu_instruction_fusion.cc``): elementwise ops and the data
@@ -25,11 +25,11 @@ from xlapy.shapes import ELEMENT_TYPES
 
 # The code generator's elemental opcodes (``ELEMENTAL | COMPLEX_ELEMENTAL``).
 ELEMENTAL_OPCODES = frozenset("""
-abs add and atan2 bitcast bitcast-convert broadcast cbrt ceil clamp compare complex concatenate constant convert copy
-cosine count-leading-zeros divide dynamic-slice erf exponential exponential-minus-one floor gather imag iota is-finite
-log log-plus-one logistic maximum minimum multiply negate not or pad popcnt power real remainder reshape reverse
-round-nearest-afz round-nearest-even rsqrt select shift-left shift-right-arithmetic shift-right-logical sign sine
-slice sqrt subtract tan tanh transpose xor
+abs add and atan2 bitcast bitcast-convert broadcast cbrt ceil clamp compare complex concatenate constant convert
+copy cosine count-leading-zeros divide dynamic-slice erf exponential exponential-minus-one floor gather imag iota
+is-finite log log-plus-one logistic maximum minimum multiply negate not or pad popcnt power real reduce-precision
+remainder reshape reverse round-nearest-afz round-nearest-even rsqrt select shift-left shift-right-arithmetic
+shift-right-logical sign sine slice sqrt subtract tan tanh transpose xor
 """.split())
 
 # Ops the loop emitter writes with loops of their own rather than one elemental rule.
@@ -83,7 +83,7 @@ def _is_canonical_gather(instr: HloInstruction) -> bool:
             and not tuple(instr.attr("collapsed_slice_dims") or ())
             and instr.attr("index_vector_dim") == 1
             and len(starts.shape.dimensions) == 2
-            and tuple(instr.attr("start_index_map") or ()) == tuple(range(starts.shape.dimensions[1])))
+            and not tuple(instr.attr("operand_batching_dims") or ()))
 
 
 def is_loop_emittable(instr: HloInstruction) -> bool:
@@ -96,8 +96,9 @@ def is_loop_emittable(instr: HloInstruction) -> bool:
         return False
     if any(_is_complex(t) for t in types) and instr.opcode not in COMPLEX_OPCODES | LOOP_OPCODES:
         return False
-    if instr.opcode == "bitcast-convert" and _bits(types[0]) != _bits(types[1]):
-        return False
+    if instr.opcode == "bitcast-convert" and _bits(types[0]) != _bits(types[1]) and \
+            (min(_bits(types[0]), _bits(types[1])) < 8 or "pred" in types):
+        return False  # between widths only types of whole bytes
     return instr.opcode != "gather" or _is_canonical_gather(instr)
 
 

@@ -134,15 +134,14 @@ def _is_identity(values: tuple[int, ...]) -> bool:
 
 def _canonical_gather(instr: HloInstruction) -> bool:
     """XLA's ``GatherSimplifier::IsSimplifiedGather``: indices ``[N, K]`` with
-    the index vector minor, start indices for operand dimensions ``0..K-1``,
-    nothing collapsed, and the output ``[N, slice...]``."""
+    the index vector minor (for the operand dimensions of ``start_index_map``,
+    in any order), nothing collapsed, and the output ``[N, slice...]``."""
     attrs = instr.attributes
     offset_dims = ints(instr, "offset_dims", ())
     operand = instr.operand(0).shape.dimensions
     return (
         len(instr.operand(1).shape.dimensions) == 2
         and attrs.get("index_vector_dim") == 1
-        and _is_identity(ints(instr, "start_index_map", ()))
         and not ints(instr, "collapsed_slice_dims", ())
         and not ints(instr, "operand_batching_dims", ())
         and offset_dims == tuple(range(1, len(operand) + 1))
