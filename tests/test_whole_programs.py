@@ -36,33 +36,9 @@ LOWERED, OPTIMIZED = "lowered", "optimized"
 # message, word for word. These are strict xfails that must fail with exactly that message, so a fix
 # (an XPASS) or a change in what is missing (a plain failure) is noticed; remove the entry when it passes.
 NOT_COMPILED: dict[tuple[str, str], str] = {
-    ("collectives_one_device", LOWERED): (
-        "the CPU backend cannot run jit_collectives_one_device: all-reduce (psum.5), all-gather (all_gather.3), "
-        "collective-permute (ppermute.1), reduce-scatter (reduce_scatter.5); run it with the interpreter (--backend "
-        "interpreter)"),
-    ("collectives_one_device", OPTIMIZED): (
-        "the CPU backend cannot run jit_collectives_one_device: all-reduce (psum.5), collective-permute (ppermute.1),"
-        " reduce-scatter (reduce_scatter.5), all-gather (all_gather.3); run it with the interpreter (--backend "
-        "interpreter)"),
-    ("gathers", LOWERED): (
-        "the CPU backend cannot run jit_gathers: gather (gather.1) is not in the canonical form of gather_simplifier,"
-        " gather (gather.3) is not in the canonical form of gather_simplifier, gather (gather.6) is not in the "
-        "canonical form of gather_simplifier, gather (gather.7) is not in the canonical form of gather_simplifier"),
-    ("gathers", OPTIMIZED): (
-        "the CPU backend cannot run jit_gathers: gather (gather.11) is not in the canonical form of gather_simplifier"),
     ("maxpool_grad", OPTIMIZED): (
         "the CPU backend cannot run jit_maxpool_grad: scatter (scatter.2) in fusion wrapped_scatter; run it with the "
         "interpreter (--backend interpreter)"),
-    ("random_rbg", LOWERED): (
-        "the CPU backend cannot run jit_random_rbg: bitcast-convert (rng_bit_generator.16) between types of different"
-        " widths"),
-    ("reduce_precision", LOWERED): (
-        "the CPU backend cannot run jit_reduce_precision: reduce-precision (reduce_precision.2), reduce-precision "
-        "(reduce_precision.3); run it with the interpreter (--backend interpreter)"),
-    ("reduce_precision", OPTIMIZED): (
-        "the CPU backend cannot run jit_reduce_precision: reduce-precision (reduce_precision.0) in fusion "
-        "wrapped_reduce-precision, reduce-precision (reduce_precision.1) in fusion wrapped_reduce-precision.1; run it"
-        " with the interpreter (--backend interpreter)"),
     ("scatters", OPTIMIZED): (
         "the CPU backend cannot run jit_scatters: scatter (scatter-add.0) in fusion wrapped_scatter, scatter "
         "(scatter.12) in fusion wrapped_scatter.1, scatter (scatter-max.0) in fusion wrapped_scatter.2, scatter "

@@ -2,12 +2,14 @@
 docs/emitters.md, attributes
 built from IndexingMaps, ops built in Python, and every verifier error."""
 
+import numpy as np
 import pytest
 from xdsl.dialects import arith, func, gpu, tensor
 from xdsl.dialects.builtin import ArrayAttr, FloatAttr, IndexType, ModuleOp, TensorType, f32, i1
 from xdsl.ir import Block, Region
 from xdsl.utils.exceptions import VerifyException
 
+import xlapy
 from xlapy.codegen.dialect import (
     AllocateSharedOp,
     ApplyIndexingOp,
@@ -24,6 +26,7 @@ from xlapy.codegen.dialect import (
 from xlapy.codegen.mlir_text import parse_mlir, print_mlir, verify_op
 from xlapy.errors import ParseError, VerifyError
 from xlapy.indexing import IndexingMap
+from xlapy.shapes import ELEMENT_TYPES
 
 GELU_MAP = (
     "(th_x, bl_x)[vector_index] -> (bl_x floordiv 4096, (bl_x floordiv 8) mod 512, "
@@ -401,3 +404,41 @@ def test_vector_compares_and_selects_read_and_print_as_mlir_does() -> None:
     ops = list(module.body.block.ops.first.body.block.ops)
     assert [str(op.results[0].type) for op in ops[:2]] == ["vector<4xi1>", "vector<4xi1>"]
     assert str(ops[2].results[0].type) == "i1"
+
+
+def test_known_empty_maps_of_different_arities_are_different_attributes() -> None:
+    # XLA prints both maps as "KNOWN EMPTY"; an attribute keeps what it needs to give each one back.
+    one = IndexingMap.parse("(d0)[s0] -> (d0 + s0), domain: d0 in [0, 3], s0 in [0, -1]")
+    two = IndexingMap.parse("(d0, d1) -> (d0, d1), domain: d0 in [0, 3], d1 in [0, -1]")
+    assert one.is_known_empty() and two.is_known_empty() and str(one) == str(two) == "KNOWN EMPTY"
+    first, second = IndexingMapAttr(one), IndexingMapAttr(two)
+    assert first != second
+    for attr, expected in ((first, one), (second, two)):
+        restored = attr.indexing_map
+        assert restored.is_known_empty()
+        assert (len(restored.dim_vars), len(restored.range_vars), len(restored.results)) == \
+            (len(expected.dim_vars), len(expected.range_vars), len(expected.results))
+
+
+def test_zero_element_fusions_of_different_arities_compile_one_after_the_other(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
+    texts = [
+        """HloModule a
+f { o = f32[1] parameter(0)  i = s8[0] parameter(1)
+  ROOT g = f32[0] gather(o, i), offset_dims={0}, collapsed_slice_dims={}, start_index_map={}, index_vector_dim=0,
+    slice_sizes={0} }
+ENTRY e { o = f32[1] parameter(0)  i = s8[0] parameter(1)  ROOT r = f32[0] fusion(o, i), kind=kLoop, calls=f }
+""",
+        """HloModule b
+f { o = f32[4,3,4] parameter(0)  i = u32[2,4,0,0,3] parameter(1)
+  ROOT g = f32[2,4,0,0,3] gather(o, i), offset_dims={2}, collapsed_slice_dims={}, start_index_map={},
+    operand_batching_dims={1,2}, start_indices_batching_dims={4,1}, index_vector_dim=2, slice_sizes={0,1,1} }
+ENTRY e { o = f32[4,3,4] parameter(0)  i = u32[2,4,0,0,3] parameter(1)
+  ROOT r = f32[2,4,0,0,3] fusion(o, i), kind=kLoop, calls=f }
+""",
+    ]
+    for text in texts:
+        module = xlapy.parse_hlo(text)
+        arguments = [np.zeros(p.shape.dimensions, ELEMENT_TYPES[p.shape.element_type].dtype)
+                     for p in module.entry.parameters]
+        assert xlapy.compile(module, run_hlo_passes=False)(*arguments).size == 0

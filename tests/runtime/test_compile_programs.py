@@ -14,17 +14,10 @@ from tools.compare import assert_same, leaves
 from tools.jax_corpus import PROGRAMS, TOLERANCES, Tolerance, flat_arguments
 from xlapy.frontends.jax import from_jax
 
-# Programs that need what the CPU backend does not run yet (each raises UnimplementedError naming it).
-NOT_COMPILED_YET = {
-    "collectives_one_device": "collectives",
-    "gathers": "gathers outside gather_simplifier's canonical form",
-    "random_rbg": "rng-bit-generator's bitcast-convert between widths",
-    "reduce_precision": "reduce-precision",
-}
 # A few quick programs covering loops, conditionals, library calls and kernels run by default; the whole
 # corpus is slow.
 QUICK = ("cond_switch", "mlp", "scan_rnn", "integer_division", "while_loop")
-COMPILED = sorted(set(PROGRAMS) - set(NOT_COMPILED_YET))
+COMPILED = sorted(PROGRAMS)
 
 
 @functools.cache

@@ -82,7 +82,9 @@ class IndexingMapAttr(ParametrizedAttribute):
         if isinstance(indexing_map, str):
             text = indexing_map
         else:
-            text = indexing_map.to_string(multiline=False)
+            # Spelled out even when known empty: the text is the attribute's identity, and empty maps of
+            # different arities must stay different attributes.
+            text = indexing_map.to_string(multiline=False, spell_out_empty=True)
             _MAPS.setdefault(text, indexing_map)
         super().__init__(StringAttr(text))
 
@@ -114,7 +116,7 @@ class IndexingMapAttr(ParametrizedAttribute):
             indexing_map = _map_of_text("".join(parts))
         except (XlapyError, ValueError) as error:
             parser.raise_error(f"bad #xla.indexing_map: {error}")
-        return [StringAttr(indexing_map.to_string(multiline=False))]
+        return [StringAttr(indexing_map.to_string(multiline=False, spell_out_empty=True))]
 
 
 @irdl_attr_definition

@@ -238,12 +238,16 @@ class IndexingMap:
     def __str__(self) -> str:
         return self.to_string()
 
-    def to_string(self, multiline: bool = True) -> str:
+    def to_string(self, multiline: bool = True, spell_out_empty: bool = False) -> str:
         """The map in XLA's syntax; ``multiline`` puts ``domain:`` and each
-        bound on its own line, as XLA's docs/indexing.md prints them."""
+        bound on its own line, as XLA's docs/indexing.md prints them. A known
+        empty map prints as XLA prints it, ``KNOWN EMPTY``, unless
+        ``spell_out_empty``: then its variables and results are printed with the
+        constraint ``0 in [1, 0]``, so that the text parses back to a map of the
+        same arity (which ``KNOWN EMPTY`` does not say)."""
         if self.affine_map is None:
             return "UNDEFINED"
-        if self._known_empty:
+        if self._known_empty and not spell_out_empty:
             return "KNOWN EMPTY"
         dims, ranges, rts = self.dim_names(), self.range_names(), self.rt_names()
         symbols = ranges + rts
@@ -253,10 +257,12 @@ class IndexingMap:
         if rts:
             text += f"{{{', '.join(rts)}}}"
         text += f" -> ({', '.join(affine.print_expr(e, dims, symbols) for e in self.results)})"
-        if not (dims or symbols):
+        if not (dims or symbols or self._known_empty):
             return text
         lines = [f"{name} in {var.bounds}" for name, var in zip(dims + symbols, self.dim_vars + self.symbol_vars)]
         lines += sorted(f"{affine.print_expr(e, dims, symbols)} in {b}" for e, b in self.constraints.items())
+        if self._known_empty:
+            lines.append("0 in [1, 0]")
         if multiline:
             return f"{text},\ndomain:\n" + ",\n".join(lines)
         return f"{text}, domain: " + ", ".join(lines)
