@@ -10,7 +10,9 @@ no index can leave its buffer. It is linear in the size of the fused
 computation.
 
 ``unsupported_fused_ops`` lists what the code generator cannot emit, so that a
-caller can name every obstacle at once before compiling anything.
+caller can name every obstacle at once before compiling anything. A scatter is
+emitted only as the root of a fusion (by the scatter emitter), its combiner and
+the fused instructions computing its operands by their elemental rules.
 """
 
 from __future__ import annotations
@@ -147,10 +149,15 @@ def _unsupported_in(computation: HloComputation, fusion: HloInstruction, found: 
     """Adds to ``found`` the ops of ``computation`` and of the computations its instructions apply to scalars
     (reducers) that have no elemental rule."""
     seen.add(id(computation))
-    where = f"fusion {fusion.name}" if computation is fusion.called_computations[0] else \
-        f"{computation.name} in fusion {fusion.name}"
+    fused = computation is fusion.called_computations[0]
+    where = f"fusion {fusion.name}" if fused else f"{computation.name} in fusion {fusion.name}"
     for instr in computation.instructions:
         if instr.opcode in _STRUCTURAL:
+            continue
+        if fused and instr.opcode == "scatter" and instr is computation.root:
+            for called in instr.called_computations:  # the combiner, applied to scalars
+                if id(called) not in seen:
+                    _unsupported_in(called, fusion, found, seen)
             continue
         if instr.opcode not in ELEMENTAL and instr.opcode not in COMPLEX_ELEMENTAL:
             found.append(f"{instr.opcode} ({instr.name}) in {where}")

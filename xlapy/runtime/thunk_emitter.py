@@ -6,7 +6,8 @@ of thunks (the entry, while conditions and bodies, conditional branches, call ta
 - parameters, constants and the ops whose value is a view of their operands' (tuple, get-tuple-element,
   bitcast...) produce no thunk: the buffer assignment gives them their operands' slices, and constants are
   allocations filled once per executable;
-- a kLoop fusion, and a lone op the loop emitter can emit (as a fusion of one instruction), becomes a kernel;
+- a kLoop fusion, and a lone op the loop emitter can emit (as a fusion of one instruction), becomes a kernel (a
+  scatter's, alone or as the root of a fusion, by the scatter emitter);
 - every other op needs a rule in ``thunks/registry.THUNK_RULES``.
 
 Every op that cannot be run is named in one ``UnimplementedError``, raised before any kernel is compiled.
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from xlapy.buffers.liveness import FORWARDING_OPCODES, array_leaves
 from xlapy.codegen.emitters.in_place_dynamic_update_slice import update_elements
+from xlapy.codegen.emitters.scatter import SCATTER_LAUNCH, is_scatter_fusion
 from xlapy.codegen.fusion_checks import check_fusion, fusion_outputs
 from xlapy.codegen.launch import Device, LaunchDimensions
 from xlapy.errors import UnimplementedError, VerifyError, XlapyError
@@ -102,9 +104,12 @@ class ThunkEmitter:
             outputs=[(self.slice(owner, (i,) if owner.shape.is_tuple else ()), shape)
                      for i, shape in enumerate(outputs)],
             elements=max(math.prod(s.dimensions) for s in outputs))
-        # A kernel updating its operands in place iterates the updates' elements only.
+        # A kernel updating its operands in place iterates the updates' elements only; a scatter's kernel applies
+        # its updates one after another, in one block of one thread.
         updated = update_elements(fusion, thunk.slice_indices)
-        if updated is not None:
+        if is_scatter_fusion(fusion):
+            thunk.elements = SCATTER_LAUNCH.blocks * SCATTER_LAUNCH.elements_per_block
+        elif updated is not None:
             thunk.elements = updated
         self.pending.append(thunk)
         return thunk

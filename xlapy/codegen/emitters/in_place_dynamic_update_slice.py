@@ -169,12 +169,36 @@ def _derived_partition(computation: HloComputation, suffix: str, results: list[H
     for instr in computation.instructions:  # in the original's order: array constants are passed in it
         if id(instr) in mapping:
             copy.add_instruction(mapping[id(instr)])
-    outputs = list(dict.fromkeys(mapping[id(r)] for r in results))
+    values = [mapping[id(r)] for r in dict.fromkeys(results)]
+    reached = _reached(values)
+    outputs = [_returned(copy, v, reached) for v in values]
     root = HloInstruction(f"{computation.name}.{suffix}", "tuple", Shape.make_tuple([o.shape for o in outputs]),
                           outputs)
     copy.root = copy.add_instruction(root)
     copy.fusion_instruction = computation.fusion_instruction
     return partition(copy)
+
+
+def _reached(values: list[HloInstruction]) -> set[int]:
+    """The ids of ``values`` and of every instruction they depend on."""
+    reached, pending = {id(v) for v in values}, list(values)
+    while pending:
+        for operand in pending.pop().operands:
+            if id(operand) not in reached:
+                reached.add(id(operand))
+                pending.append(operand)
+    return reached
+
+
+def _returned(copy: HloComputation, value: HloInstruction, reached: set[int]) -> HloInstruction:
+    """What the derived computation ``copy`` returns for ``value``: ``value``, or when other instructions computed
+    for the results (``reached``) read it too, a copy of it under its name. A value of the root function that a
+    function of its own reads would make that function call the root function back, without end."""
+    if value.opcode == "parameter" or not any(id(u) in reached for u in value.users):
+        return value
+    returned = HloInstruction(value.name, "copy", value.shape, [value])
+    value.name = f"{value.name}.value"
+    return copy.add_instruction(returned)
 
 
 def _results(partitioned: PartitionedComputation, call: PureCallOp, wanted: list[HloInstruction]) -> list[SSAValue]:
