@@ -35,19 +35,7 @@ LOWERED, OPTIMIZED = "lowered", "optimized"
 # What xlapy.compile cannot compile yet: (program, LOWERED or OPTIMIZED) -> the UnimplementedError's
 # message, word for word. These are strict xfails that must fail with exactly that message, so a fix
 # (an XPASS) or a change in what is missing (a plain failure) is noticed; remove the entry when it passes.
-NOT_COMPILED: dict[tuple[str, str], str] = {
-    ("maxpool_grad", OPTIMIZED): (
-        "the CPU backend cannot run jit_maxpool_grad: scatter (scatter.2) in fusion wrapped_scatter; run it with the "
-        "interpreter (--backend interpreter)"),
-    ("scatters", OPTIMIZED): (
-        "the CPU backend cannot run jit_scatters: scatter (scatter-add.0) in fusion wrapped_scatter, scatter "
-        "(scatter.12) in fusion wrapped_scatter.1, scatter (scatter-max.0) in fusion wrapped_scatter.2, scatter "
-        "(scatter-min.0) in fusion wrapped_scatter.3, scatter (scatter.13) in fusion wrapped_scatter.5, scatter "
-        "(scatter-mul.0) in fusion wrapped_scatter.4; run it with the interpreter (--backend interpreter)"),
-    ("segment_sum", OPTIMIZED): (
-        "the CPU backend cannot run jit_segment_sum: scatter (scatter-max.0) in fusion wrapped_scatter.1, scatter "
-        "(scatter-add.0) in fusion wrapped_scatter; run it with the interpreter (--backend interpreter)"),
-}
+NOT_COMPILED: dict[tuple[str, str], str] = {}
 
 # The default run compiles these (a spread of fusions, dots, reductions, loops, sorts, scatters and
 # narrow types); `pytest -m slow` compiles every program.
