@@ -9,7 +9,18 @@ combine the accumulators with the input elements by calling the reducer computat
 - ``reduce``: the reduced dimensions, in row-major order (the last reduced dimension varies fastest), starting
   from the init value: ``r = init; for each reduced index in row-major order: r = reducer(r, input[...])``.
   A variadic reduce calls its reducer with every accumulator and then every input element, and its value is the
-  tuple of the accumulators.
+  tuple of the accumulators. (On the CPU, when adjacent output elements read adjacent input elements, the lanes of
+  a vector are output elements and this loop carries vector accumulators: the order stays this one.)
+- ``reduce`` of a row (XLA:CPU's vectorized reductions, ``ir_emitter.cc`` and ``vector_support_library.cc``): when
+  the physically minor input dimension is reduced, by a reducer that is one of add, multiply, maximum, minimum,
+  and, or, xor of its two parameters (associative and commutative as XLA treats them; not a variadic reduce), of a
+  type other than complex, the 8- and 4-bit floats and sub-byte integers, over ``n`` elements, a multiple of
+  ``V`` = 64 bytes of elements (16 f32, 8 f64, 32 bf16; the same on every host) with ``n >= 4V``:
+  ``p[k] = identity`` for ``k < V`` (-0.0 for float sums, 1, -inf, +inf, the integer extremes, ...); for each index
+  of the other reduced dimensions in row-major order, then each chunk ``c`` of the minor dimension:
+  ``p[k] = reducer(p[k], input[..., c * V + k])``; then while ``V' > 1`` lanes are left,
+  ``p[k] = reducer(p[k], p[k + V'/2])`` for ``k < V'/2``; the result is ``reducer(init, p[0])``. Other rows
+  (too short, or a length a vector read would straddle) keep the order above.
 - ``reduce-window``: the window positions in row-major order; positions in the padding or in a hole of the base
   dilation are outside the map's domain and skipped (not combined with the init value).
 - ``dot`` (XLA's ``EmitDotLoop``): the contracting dimensions in row-major order, ``acc = acc + lhs * rhs``
@@ -22,24 +33,33 @@ combine the accumulators with the input elements by calling the reducer computat
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-from xdsl.dialects import arith
+from xdsl.dialects import arith, scf, vector
 from xdsl.dialects import complex as cplx
-from xdsl.ir import SSAValue
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IndexType, IntegerType, VectorType
+from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir.affine import AffineSymExpr
 
+from xlapy.codegen.dialect import ApplyIndexingOp
 from xlapy.codegen.elemental import FunctionEmitter, Indices, Value, complex_rule, elemental_rule
 from xlapy.codegen.elemental_arith import convert
-from xlapy.codegen.types import element_type, is_complex, is_float, is_narrow_float
+from xlapy.codegen.types import element_type, is_complex, is_float, is_narrow_float, is_unsigned
 from xlapy.errors import UnimplementedError
-from xlapy.hlo.ir import HloInstruction
+from xlapy.hlo.ir import HloComputation, HloInstruction
 from xlapy.indexing import IndexingMap, affine
+from xlapy.indexing.indexing_map import Variable
+from xlapy.indexing.interval import Interval
 from xlapy.indexing.ops import op_output_to_input
+from xlapy.shapes import ELEMENT_TYPES
 
 
 def _reduction(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> Value:
     """The accumulators after the loop over the range variables of the inputs' map (reduce and reduce-window)."""
     count = len(instr.operands) // 2
     (input_map,) = op_output_to_input(instr)[0]
+    if instr.opcode == "reduce" and (row := _row_reduction(instr, input_map)) is not None:
+        return _emit_row_reduction(em, instr, indices, input_map, row)
     inits = [em.operand(instr, count + k, ()) for k in range(count)]
     reducer = instr.called_computations[0]
 
@@ -123,3 +143,138 @@ def _at_first_symbols(indexing_map: IndexingMap) -> IndexingMap:
     symbols = [affine.const(v.bounds.lower) for v in indexing_map.range_vars]
     exprs = [affine.replace(e, dims, symbols) for e in indexing_map.results]
     return IndexingMap.from_exprs(exprs, indexing_map.dim_vars)
+
+
+# -- row reductions: partial accumulators over the minor dimension --------------------------------------------
+
+# Reducer opcodes that XLA treats as associative and commutative (one value, both parameters once), by the element
+# kind, with the identity element the partial accumulators start from: combining it leaves every value as it is
+# (-0.0 for a float sum: -0.0 + x is x for every x, +0.0 and -0.0 included).
+_INF = float("inf")
+_IDENTITIES: dict[str, dict[str, object]] = {
+    "add": {"float": -0.0, "signed": 0, "unsigned": 0, "pred": 0},
+    "multiply": {"float": 1.0, "signed": 1, "unsigned": 1, "pred": 1},
+    "maximum": {"float": -_INF, "signed": "min", "unsigned": 0, "pred": 0},
+    "minimum": {"float": _INF, "signed": "max", "unsigned": "max", "pred": 1},
+    "and": {"signed": -1, "unsigned": "max", "pred": 1},
+    "or": {"signed": 0, "unsigned": 0, "pred": 0},
+    "xor": {"signed": 0, "unsigned": 0, "pred": 0},
+}
+# The partial accumulators fill one 512-bit vector (16 f32, 8 f64, 32 bf16), whatever the host's SIMD width: the
+# order of the sums is the same on every machine.
+PARTIAL_ACCUMULATOR_BYTES = 64
+# Fewer chunks than this per row: the single accumulator's loop, whose order the interpreter's tests know best.
+MIN_CHUNKS = 4
+
+
+@dataclass(frozen=True)
+class _RowReduction:
+    """A reduce over the physically minor dimension of its input: the range variable ``symbol`` of the input map
+    runs over it (``size`` elements), read ``lanes`` consecutive elements at a time."""
+
+    reducer: str
+    identity: object
+    symbol: int
+    size: int
+    lanes: int
+
+
+def _row_reduction(instr: HloInstruction, input_map: IndexingMap) -> _RowReduction | None:
+    """How ``instr`` reduces with partial accumulators, or None when its reducer is not one associative and
+    commutative op of one value or the minor dimension of its input is not reduced."""
+    if len(instr.operands) != 2 or input_map.constraints:
+        return None
+    reducer = instr.called_computations[0]
+    root = reducer.root
+    if (len(reducer.instructions) != 3 or root.opcode not in _IDENTITIES
+            or {o.opcode for o in root.operands} != {"parameter"} or len(set(root.operands)) != 2):
+        return None
+    name = instr.shape.element_type
+    info = ELEMENT_TYPES[name]
+    kind = ("pred" if name == "pred" else "float" if is_float(name) and not is_narrow_float(name)
+            else "signed" if info.is_integral and not is_unsigned(name) else "unsigned" if info.is_integral else None)
+    if kind is None or (kind != "pred" and info.bit_width < 8):
+        return None  # complex, 8- and 4-bit floats (some have no infinity), sub-byte integers
+    identity = _IDENTITIES[root.opcode].get(kind)
+    if identity is None:
+        return None
+    if identity in ("min", "max"):
+        bits = info.bit_width
+        identity = {"min": -(1 << (bits - 1)), "max": (1 << (bits - (kind == "signed"))) - 1}[identity]
+    operand = instr.operands[0].shape
+    layout = operand.layout_or_default
+    if not operand.dimensions or layout.tiles:
+        return None
+    minor = input_map.results[layout.minor_to_major[0]]
+    if not isinstance(minor, AffineSymExpr):
+        return None  # the minor dimension is not reduced
+    size = operand.dimensions[layout.minor_to_major[0]]
+    lanes = PARTIAL_ACCUMULATOR_BYTES // max(1, info.byte_width)
+    if size % lanes or size < MIN_CHUNKS * lanes:
+        return None  # a vector read starts at a multiple of its width (vectorize-loads-stores): no remainder
+    return _RowReduction(root.opcode, identity, minor.position, size, lanes)
+
+
+def _emit_row_reduction(em: FunctionEmitter, instr: HloInstruction, indices: Indices, input_map: IndexingMap,
+                        row: _RowReduction) -> SSAValue:
+    """``lanes`` partial accumulators over the minor dimension, each combining every ``lanes``-th element, then a
+    horizontal combination in a fixed order and the init value (see the module docstring)."""
+    name = instr.shape.element_type
+    scalar_type = element_type(name, instr.name)
+    vector_type = VectorType(scalar_type, [row.lanes])
+    chunks = row.size // row.lanes
+    # The loop over the other reduced dimensions (row-major) and the chunks of the minor one.
+    others = [v for i, v in enumerate(input_map.range_vars) if i != row.symbol]
+    outer = IndexingMap.from_exprs([affine.sym(i) for i in range(len(others) + 1)], [],
+                                   [*others, Variable(Interval(0, chunks - 1))])
+    # The input's indices at the output's, the other reduced dimensions, the chunk and the lane.
+    symbols = [affine.sym(i) for i in range(len(others))]
+    minor = affine.add(affine.mul(affine.sym(len(others)), row.lanes), affine.sym(len(others) + 1))
+    symbols.insert(row.symbol, minor)
+    dims = [affine.dim(i) for i in range(input_map.num_dims)]
+    element_map = IndexingMap.from_exprs(
+        [affine.replace(e, dims, symbols) for e in input_map.results], input_map.dim_vars,
+        [*others, Variable(Interval(0, chunks - 1)), Variable(Interval(0, row.lanes - 1))])
+    identity = _splat(em, vector_type, row.identity)
+    zero = _splat(em, vector_type, 0)
+    reducer = instr.called_computations[0]
+
+    def chunk(outer_indices: Indices, accumulators: Indices) -> list[SSAValue]:
+        # A loop over the lanes, which vectorize-loads-stores and vectorize-lanes turn into vector ops.
+        block = Block(arg_types=[IndexType(), vector_type])
+        lane, partials = block.args
+        loop = em.insert(scf.ForOp(em.index(0), em.index(row.lanes), em.index(1), [zero], Region(block)))
+        with em._region(block):  # values computed in the loop do not dominate what follows it
+            partial = em.insert(vector.ExtractOp(accumulators[0], [lane], scalar_type)).result
+            input_indices = em.insert(ApplyIndexingOp(list(indices), [*outer_indices, lane], element_map)).results
+            value = _apply_reducer(em, reducer, partial, em.operand(instr, 0, tuple(input_indices)))
+            em.insert(scf.YieldOp(em.insert(vector.InsertOp(value, partials, [lane])).result))
+        return [loop.results[0]]
+
+    (partials,) = em.loop((), outer, [identity], chunk)
+    lanes = [em.insert(vector.ExtractOp(partials, [k], scalar_type)).result for k in range(row.lanes)]
+    while len(lanes) > 1:
+        half = len(lanes) // 2
+        lanes = [_apply_reducer(em, reducer, lanes[k], lanes[k + half]) for k in range(half)]
+    return _apply_reducer(em, reducer, em.operand(instr, 1, ()), lanes[0])
+
+
+def _splat(em: FunctionEmitter, vector_type: VectorType, value: object) -> SSAValue:
+    element = vector_type.element_type
+    if isinstance(element, IntegerType):
+        width = element.width.data
+        value = int(value) & ((1 << width) - 1)  # type: ignore[call-overload]
+        if width > 1 and value >= 1 << (width - 1):
+            value -= 1 << width
+    dense = DenseIntOrFPElementsAttr.from_list(vector_type, [value])  # type: ignore[list-item]
+    return em._constant(dense)
+
+
+def _apply_reducer(em: FunctionEmitter, reducer: HloComputation, accumulator: SSAValue,
+                   element: SSAValue) -> SSAValue:
+    """The reducer's one op on two scalars, emitted in place (not a call: the loop's vector form needs its op)."""
+    first, second = reducer.parameters
+    inline = FunctionEmitter(em.partitioned, em.subgraph, em._function_block, em.params, (),
+                             em.called, bound={first: accumulator, second: element})
+    inline.builder = em.builder
+    return inline.emit_scalar(reducer.root, ())

@@ -33,6 +33,11 @@ loop and ``%iv``, and simplified with their ranges:
   at the folded index with ``%iv`` = 0;
 - anything else (a gather) is left alone.
 
+In a lane loop, a read inside a loop nested in it through ``scf.for`` bodies (a reduction's loop, whose bounds
+are the same in every lane) whose folded index is ``aligned(invariants, nested induction variables) + iv``
+becomes a ``vector.transfer_read`` at that place (the index with ``%iv`` = 0) and ``vector.extract`` of the lane:
+every lane runs every iteration of the nested loops, so the vector is in bounds.
+
 pred (i1) and the sub-byte integers are vectors of their type here;
 ``lower-tensors`` loads and stores them as bytes.
 """
@@ -185,9 +190,10 @@ class _IndexFolder:
     """Folds the apply_indexing ops of a loop body that compute an index into one expression of their operands
     from outside the loop and the induction variable (the dimensions, with the ranges the maps give them)."""
 
-    def __init__(self, loop: scf.ForOp, size: int):
+    def __init__(self, loop: scf.ForOp, size: int, nested: Sequence[scf.ForOp] = ()):
         self.loop = loop
         self.size = size
+        self.nested = list(nested)
         self.values: list[SSAValue] = []
         self.variables: list[Variable] = []
         self.constraints: list[tuple[AffineExpr, Interval]] = []
@@ -211,8 +217,13 @@ class _IndexFolder:
             return self._dim(iv, Variable(Interval(0, self.size - 1), "vector_index"))
         if _defined_outside(value, self.loop):
             return self._dim(value, variable)
+        nested = _nested_loop_of(value, self.nested)
+        if nested is not None:  # the same in every lane, in the range of the nested loop's bounds
+            lb, ub = _constant_int(nested.lb), _constant_int(nested.ub)
+            bounds = Interval(lb, ub - 1) if lb is not None and ub is not None and lb < ub else variable.bounds
+            return self._dim(value, Variable(bounds))
         op = value.owner
-        if not isinstance(op, ApplyIndexingOp) or op.parent_op() is not self.loop:
+        if not isinstance(op, ApplyIndexingOp) or not any(op.parent_op() is p for p in [self.loop, *self.nested]):
             return None  # computed in the loop by something else: nothing is known about it
         indexing_map = op.indexing_map
         operands = []
@@ -229,10 +240,34 @@ class _IndexFolder:
         return affine.replace(indexing_map.results[value.index], dims, symbols)  # type: ignore[attr-defined]
 
 
-def _fold_index(index: SSAValue, loop: scf.ForOp, size: int, tensor_type: TensorType) -> _FoldedIndex | None:
-    """``index`` (into ``tensor_type``, 1-D) as one map of values from outside the loop and the induction variable,
-    when the loop body computes it with apply_indexing ops only."""
-    folder = _IndexFolder(loop, size)
+def _nested_loop_of(value: SSAValue, nested: Sequence[scf.ForOp]) -> scf.ForOp | None:
+    """The loop among ``nested`` whose induction variable ``value`` is."""
+    block = value.owner
+    if not isinstance(block, Block) or block.args[0] is not value:
+        return None
+    return next((loop for loop in nested if loop.body.block is block), None)
+
+
+def _nested_loops(loop: scf.ForOp) -> list[scf.ForOp]:
+    """The ``scf.for`` loops nested in ``loop`` through ``scf.for`` bodies alone (every iteration of the lane loop
+    runs them) whose bounds are the same in every lane: constants or values from outside ``loop``."""
+    found: list[scf.ForOp] = []
+    blocks = [loop.body.block]
+    while blocks:
+        for op in blocks.pop().ops:
+            if isinstance(op, scf.ForOp) and all(
+                    _constant_int(v) is not None or _defined_outside(v, loop) for v in (op.lb, op.ub, op.step)):
+                found.append(op)
+                blocks.append(op.body.block)
+    return found
+
+
+def _fold_index(index: SSAValue, loop: scf.ForOp, size: int, tensor_type: TensorType,
+                nested: Sequence[scf.ForOp] = ()) -> _FoldedIndex | None:
+    """``index`` (into ``tensor_type``, 1-D) as one map of values from outside the loop, the induction variables of
+    the ``nested`` loops and the loop's induction variable, when the loop bodies compute it with apply_indexing ops
+    only."""
+    folder = _IndexFolder(loop, size, nested)
     expr = folder.fold(index, Variable(Interval(0, tensor_type.get_shape()[0] - 1)))
     if expr is None:
         return None
@@ -291,8 +326,9 @@ class _LoopVectorizer:
             value.name_hint = "cst"
         return value
 
-    def folded_index(self, folded: _FoldedIndex) -> SSAValue:
-        """The folded index computed before the loop, with the induction variable at the lower bound (0)."""
+    def folded_index(self, folded: _FoldedIndex, before: Operation | None = None) -> SSAValue:
+        """The folded index computed before the loop (or before the op ``before`` inside it), with the induction
+        variable at the lower bound (0)."""
         values = [self.loop.lb if i == folded.iv else v for i, v in enumerate(folded.values)]
         indexing_map, values = _without_unused_dims(folded.indexing_map, values)
         result = indexing_map.results[0]
@@ -303,6 +339,10 @@ class _LoopVectorizer:
             if value is not None:
                 constant = self._insert_before_loop(arith.ConstantOp(IntegerAttr(value, IndexType())))
                 return constant.results[0]
+        if before is not None:
+            base_op = ApplyIndexingOp(values, [], indexing_map)
+            Rewriter.insert_op(base_op, InsertPoint.before(before))
+            return base_op.results[0]
         key = (indexing_map, *map(id, values))
         base = self._bases.get(key)
         if base is None:
@@ -335,6 +375,27 @@ class _LoopVectorizer:
             )
             loaded = self._reads[key] = self._insert_before_loop(read).results[0]
         Rewriter.replace_op(op, vector.ExtractOp(loaded, [self.iv], vector_type.element_type))
+
+    def vectorize_nested_load(self, op: tensor.ExtractOp, nested: Sequence[scf.ForOp]) -> None:
+        """A read in a loop nested in the lane loop (a reduction's loop over the reduced elements): when the lanes
+        read consecutive elements, one ``vector.transfer_read`` where the read is (at the nested loops' indices,
+        the same in every lane) and ``vector.extract`` of the lane. Every lane runs every iteration of the nested
+        loops, so the whole vector is in bounds."""
+        size = _lane_count(self.loop)
+        if size is None or not _defined_outside(op.tensor, self.loop) or len(op.indices) != 1:
+            return
+        vector_type = _vector_type(self.loop, op.tensor.type)
+        if vector_type is None:
+            return
+        folded = _fold_index(op.indices[0], self.loop, size, op.tensor.type, nested)
+        if folded is None or not folded.is_contiguous(size):
+            return  # the same element in every lane (it stays a scalar read), or a gather
+        base = self.folded_index(folded, before=op)
+        read = vector.TransferReadOp(
+            op.tensor, [base], self._padding(vector_type.element_type), vector_type, _IN_BOUNDS, _PERMUTATION
+        )
+        Rewriter.insert_op(read, InsertPoint.before(op))
+        Rewriter.replace_op(op, vector.ExtractOp(read.results[0], [self.iv], vector_type.element_type))
 
     def hoist(self, op: tensor.ExtractOp, index: SSAValue) -> None:
         """Moves the extract before the loop, reading at ``index``."""
@@ -414,11 +475,16 @@ class _LoopVectorizer:
             self.vectorize_store(op)
         for op in _direct_ops(self.loop.body.block, tensor.ExtractOp):
             self.vectorize_load(op)
+        nested = _nested_loops(self.loop) if _lane_count(self.loop) is not None else []
+        for inner in nested:
+            for op in _direct_ops(inner.body.block, tensor.ExtractOp):
+                self.vectorize_nested_load(op, nested)
         # The per-iteration indices of the rewritten accesses are dead now (the emitters document's example has
         # none); users first, so that the indices a folded chain was computed from go too.
-        for op in reversed(_direct_ops(self.loop.body.block, ApplyIndexingOp)):
-            if not any(result.uses for result in op.results):
-                Rewriter.erase_op(op)
+        for block in [*(inner.body.block for inner in reversed(nested)), self.loop.body.block]:
+            for op in reversed(_direct_ops(block, ApplyIndexingOp)):
+                if not any(result.uses for result in op.results):
+                    Rewriter.erase_op(op)
 
 
 def _without_unused_dims(indexing_map: IndexingMap, values: list[SSAValue]) -> tuple[IndexingMap, list[SSAValue]]:
