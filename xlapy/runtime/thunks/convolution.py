@@ -1,25 +1,42 @@
-"""``convolution`` as a library call: the input's windows gathered into a matrix (im2col) and multiplied with
-the kernel by numpy's ``matmul`` (BLAS), where XLA:CPU's ``xla/backends/cpu/runtime/convolution_thunk.cc``
-calls Eigen or XNNPACK.
+"""``convolution`` as a library call: a sum over the kernel's window positions of BLAS matrix products, where
+XLA:CPU's ``xla/backends/cpu/runtime/convolution_thunk.cc`` calls Eigen or XNNPACK.
 
-Every form XLA allows runs: any dimension labels, strides, padding (negative too), input (lhs) and kernel
-(rhs) dilation, window reversal, feature groups and batch groups. Sums are taken in f32 for floats narrower
-than 32 bits (rounded to the result type at the end, as XLA:CPU upcasts such convolutions), in int64 for
-integers (which wraps to the same value as wrapping in the result type), else in the result type.
+The input is brought once to ``[group, batch, spatial..., feature]`` (features last, each feature group's
+rows contiguous), dilated and padded with zeros only when the window asks for it. Every window position then
+adds ``rows(position) @ kernel[position]`` into the result with one GEMM (``scipy.linalg.blas``, accumulating
+in place with ``beta = 1``). The rows of a position are found one of two ways, chosen per convolution at
+compile time by a fixed rule (``ConvolutionPlan.method``):
+
+- ``shifted`` (every stride 1): the result is computed over the whole padded grid, whose row ``r`` takes the
+  input row ``r + offset(position)``, so each position's rows are one contiguous slice of the padded input
+  used in place; the rows past the output's extent in each spatial dimension are computed and dropped. Taken
+  when the padded grid has at most twice as many rows as the output.
+- ``gathered`` (strides, or a grid much larger than the output): each position's rows are a strided view of
+  the padded input, copied into one contiguous matrix before its GEMM; with few input features per group
+  every position's rows are copied side by side into one matrix (im2col) for a single GEMM instead.
+
+Depthwise convolutions (one input feature per group) multiply and add elementwise over all groups at once
+instead of calling one rank-1 GEMM per group. Batch groups become feature groups: the input's batch groups
+are moved into its features. Sums are taken in f32 for floats narrower than 32 bits (rounded to the result
+type at the end, as XLA:CPU upcasts such convolutions), in int64 for integers (which wraps to the same value
+as wrapping in the result type; numpy's own loops, BLAS has no integers), else in the result type.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import scipy.linalg.blas
+from numpy.lib.stride_tricks import as_strided
 
 from xlapy.errors import UnimplementedError
 from xlapy.hlo.attributes import WindowDimension
 from xlapy.runtime.thunks.base import ExecutionContext, Thunk, dtype_of
 from xlapy.runtime.thunks.dot import compute_dtype
-from xlapy.runtime.thunks.library import check_layout, read, write
+from xlapy.runtime.thunks.library import check_layout, read, writable, write
 from xlapy.runtime.thunks.registry import thunk_rule
 from xlapy.shapes import Shape
 
@@ -27,6 +44,18 @@ if TYPE_CHECKING:
     from xlapy.buffers.assignment import BufferSlice
     from xlapy.hlo.ir import HloInstruction
     from xlapy.runtime.thunk_emitter import ThunkEmitter
+
+# The padded grid may hold this many times the output's rows before ``shifted`` gives way to ``gathered``:
+# the extra rows cost GEMM work, gathering costs one copy of the rows per window position.
+SHIFTED_GRID_RATIO = 2
+
+# Below this many input features per group a ``gathered`` plan copies the window positions' rows side by side
+# (im2col) for one GEMM instead of one thin GEMM per position (measured: 7x7 windows over 3 features gain a
+# third; ``shifted`` plans lose by any copy, even at 3 features).
+IM2COL_FEATURES = 8
+
+_GEMMS = {np.dtype(np.float32): scipy.linalg.blas.sgemm, np.dtype(np.float64): scipy.linalg.blas.dgemm,
+          np.dtype(np.complex64): scipy.linalg.blas.cgemm, np.dtype(np.complex128): scipy.linalg.blas.zgemm}
 
 
 @dataclass(frozen=True)
@@ -65,66 +94,195 @@ def accumulation_dtype(result: np.dtype) -> np.dtype:
     return compute_dtype(result)
 
 
-def _dilate_and_pad(x: np.ndarray, window: tuple[WindowDimension, ...]) -> np.ndarray:
-    """The spatial dimensions (2, 3, ...) of ``x`` with ``base_dilation - 1`` zeros between elements, then
-    padded with zeros (negative padding crops)."""
-    for axis, dim in enumerate(window, start=2):
-        size = x.shape[axis]
-        if dim.base_dilation > 1 and size > 1:
-            dilated = np.zeros((*x.shape[:axis], (size - 1) * dim.base_dilation + 1, *x.shape[axis + 1:]), x.dtype)
-            dilated[(slice(None),) * axis + (slice(None, None, dim.base_dilation),)] = x
-            x = dilated
-        widths = [(0, 0)] * x.ndim
-        widths[axis] = (max(dim.padding_low, 0), max(dim.padding_high, 0))
-        x = np.pad(x, widths)
-        low, high = max(-dim.padding_low, 0), max(-dim.padding_high, 0)
-        x = x[(slice(None),) * axis + (slice(low, max(x.shape[axis] - high, low)),)]
-    return x
+@dataclass(frozen=True)
+class ConvolutionPlan:
+    """How one convolution runs, decided from its shapes at compile time."""
+
+    dims: ConvolutionDimensions
+    window: tuple[WindowDimension, ...]
+    batch_groups: int
+    feature_groups: int
+    batch: int                      # output batch
+    in_features: int                # per group
+    out_features: int               # per group
+    input_spatial: tuple[int, ...]
+    output_spatial: tuple[int, ...]
+    padded_spatial: tuple[int, ...]  # after input dilation and padding
+    method: str                     # "shifted" | "gathered"
+    im2col: bool                    # gathered into one matrix for one GEMM (few input features per group)
+    depthwise: bool                 # one input feature per group: elementwise products, no GEMM
+    accumulation: np.dtype
+    result: np.dtype
+
+    @staticmethod
+    def of(lhs: tuple[int, ...], rhs: tuple[int, ...], out: tuple[int, ...], dims: ConvolutionDimensions,
+           window: tuple[WindowDimension, ...], feature_groups: int, batch_groups: int,
+           result: np.dtype) -> ConvolutionPlan:
+        input_spatial = tuple(lhs[p] for p in dims.lhs[2:])
+        output_spatial = tuple(out[p] for p in dims.out[2:])
+        padded = tuple(d.padding_low + ((n - 1) * d.base_dilation + 1 if n else 0) + d.padding_high
+                       for n, d in zip(input_spatial, window))
+        groups = feature_groups * batch_groups
+        grid_rows, output_rows = math.prod(padded), math.prod(output_spatial)
+        shifted = all(d.stride == 1 for d in window) and grid_rows <= SHIFTED_GRID_RATIO * output_rows
+        in_features = rhs[dims.rhs[1]]
+        depthwise = in_features == 1 and groups > 1
+        return ConvolutionPlan(dims, window, batch_groups, feature_groups, out[dims.out[0]], in_features,
+                               out[dims.out[1]] // groups if groups else 0, input_spatial, output_spatial, padded,
+                               "shifted" if shifted else "gathered",
+                               not shifted and not depthwise and in_features < IM2COL_FEATURES, depthwise,
+                               accumulation_dtype(result), result)
+
+    @property
+    def groups(self) -> int:
+        return self.feature_groups * self.batch_groups
+
+    def offsets(self) -> list[int]:
+        """The padded-grid row each window position (row-major over the window) adds to row 0 of the grid."""
+        strides = [math.prod(self.padded_spatial[i + 1:]) for i in range(len(self.window))]
+        offsets = [0]
+        for d, stride in zip(self.window, strides):
+            offsets = [o + k * d.window_dilation * stride for o in offsets for k in range(d.size)]
+        return offsets
 
 
-def convolve(lhs: np.ndarray, rhs: np.ndarray, dims: ConvolutionDimensions, window: tuple[WindowDimension, ...],
-             feature_groups: int, batch_groups: int, out_shape: tuple[int, ...], result: np.dtype) -> np.ndarray:
-    """The convolution of the logical arrays ``lhs`` (input) and ``rhs`` (kernel) as an array of
-    ``out_shape`` and element type ``result``."""
-    acc = accumulation_dtype(result)
-    spatial_rank = len(window)
-    x = lhs.transpose(dims.lhs).astype(acc)                  # [batch, feature, spatial...]
-    w = rhs.transpose(dims.rhs).astype(acc)                  # [out feature, in feature, window...]
-    reversed_axes = tuple(2 + i for i, d in enumerate(window) if d.window_reversal)
+def _padded_input(x: np.ndarray, plan: ConvolutionPlan) -> np.ndarray:
+    """The logical input ``x`` as ``[group, batch, padded spatial..., feature]`` (``[batch, padded spatial...,
+    group]`` for depthwise plans), contiguous, in the accumulation type."""
+    rank = len(plan.window)
+    spatial = list(range(2, 2 + rank))
+    # [batch group, batch, spatial..., feature group, feature]
+    x = x.transpose(plan.dims.lhs[0], *plan.dims.lhs[2:], plan.dims.lhs[1]).reshape(
+        plan.batch_groups, plan.batch, *plan.input_spatial, plan.feature_groups, plan.in_features)
+    if plan.depthwise:
+        x = x.transpose(1, *spatial, 0, 2 + rank, 3 + rank)
+        target = (plan.batch, *plan.padded_spatial, plan.batch_groups, plan.feature_groups, 1)
+        first_spatial = 1
+    else:
+        x = x.transpose(0, 2 + rank, 1, *spatial, 3 + rank)
+        target = (plan.batch_groups, plan.feature_groups, plan.batch, *plan.padded_spatial, plan.in_features)
+        first_spatial = 3
+    if all(d.padding_low == d.padding_high == 0 and d.base_dilation == 1 for d in plan.window):
+        return np.ascontiguousarray(x, dtype=plan.accumulation)  # copies only when not already so laid out
+    padded = np.zeros(target, plan.accumulation)
+    source: list[slice] = [slice(None)] * x.ndim
+    destination: list[slice] = [slice(None)] * x.ndim
+    for axis, n, size, d in zip(range(first_spatial, first_spatial + rank), plan.input_spatial,
+                                plan.padded_spatial, plan.window):
+        # Input element i lands at padding_low + i * base_dilation when that is inside [0, size).
+        first = -(min(d.padding_low, 0) // d.base_dilation)
+        last = min(n, -((d.padding_low - size) // d.base_dilation))
+        if last <= first:
+            return padded
+        source[axis] = slice(first, last)
+        start = d.padding_low + first * d.base_dilation
+        destination[axis] = slice(start, start + (last - first - 1) * d.base_dilation + 1, d.base_dilation)
+    padded[tuple(destination)] = x[tuple(source)]
+    return padded
+
+
+def _kernel(w: np.ndarray, plan: ConvolutionPlan) -> np.ndarray:
+    """The logical kernel ``w`` as ``[group, window position, in feature, out feature]`` (``[window position,
+    group, out feature]`` for depthwise plans), contiguous, in the accumulation type."""
+    w = w.transpose(*plan.dims.rhs[2:], plan.dims.rhs[1], plan.dims.rhs[0])  # [window..., in, out]
+    reversed_axes = tuple(i for i, d in enumerate(plan.window) if d.window_reversal)
     if reversed_axes:
         w = np.flip(w, reversed_axes)
-    out_sizes = [out_shape[p] for p in dims.out]             # [batch, feature, spatial...]
-    batch, features = out_sizes[0], out_sizes[1]
-    in_features = w.shape[1]
-    per_group = features // (feature_groups * batch_groups)  # output features of one group
-    spatial_out = out_sizes[2:]
-    window_size = [d.size for d in window]
-    columns = in_features * int(np.prod(window_size, dtype=np.int64))
-    rows = batch * int(np.prod(spatial_out, dtype=np.int64))
-    if 0 in out_sizes or columns == 0:
-        summed = np.zeros(out_sizes, acc)
+    positions = math.prod(d.size for d in plan.window)
+    w = w.reshape(positions, plan.in_features, plan.groups, plan.out_features)
+    if plan.depthwise:
+        return np.ascontiguousarray(w[:, 0], dtype=plan.accumulation)
+    return np.ascontiguousarray(w.transpose(2, 0, 1, 3), dtype=plan.accumulation)
+
+
+def _multiply_add(a: np.ndarray, w: np.ndarray, c: np.ndarray, accumulate: bool) -> None:
+    """``c = a @ w``, or ``c += a @ w`` when ``accumulate``: C-contiguous matrices, in place."""
+    gemm = _GEMMS.get(c.dtype)
+    if gemm is None:  # integers: numpy's loops
+        if accumulate:
+            c += a @ w
+        else:
+            np.matmul(a, w, out=c)
+        return
+    # Row-major c = a @ w is column-major c^T = w^T a^T: BLAS takes the transposed views without copies.
+    product = gemm(1.0, w.T, a.T, beta=1.0 if accumulate else 0.0, c=c.T, overwrite_c=True)
+    if product.ctypes.data != c.ctypes.data:
+        c[...] = product.T
+
+
+def _rows_view(x: np.ndarray, offset: int, plan: ConvolutionPlan, row_elements: int) -> np.ndarray:
+    """``[batch, output spatial..., row]``: the input rows window position ``offset`` contributes to each
+    output position (strided, for ``gathered`` plans), where ``x`` is ``[batch * grid rows, row]``."""
+    item = x.itemsize
+    grid = [math.prod(plan.padded_spatial[i + 1:]) for i in range(len(plan.window))]
+    strides = (math.prod(plan.padded_spatial) * row_elements * item,
+               *(d.stride * g * row_elements * item for d, g in zip(plan.window, grid)), item)
+    return as_strided(x[offset:].reshape(-1), (plan.batch, *plan.output_spatial, row_elements), strides,
+                      writeable=False)
+
+
+def convolve(lhs: np.ndarray, rhs: np.ndarray, plan: ConvolutionPlan) -> np.ndarray:
+    """The convolution of the logical arrays ``lhs`` (input) and ``rhs`` (kernel) as ``[batch, output
+    spatial..., group, out feature]`` in the accumulation type (possibly a strided view of a temporary)."""
+    groups, rank = plan.groups, len(plan.window)
+    shifted = plan.method == "shifted"
+    grid = plan.padded_spatial if shifted else plan.output_spatial
+    rows = plan.batch * math.prod(grid)
+    if plan.batch * math.prod(plan.output_spatial) * groups * plan.out_features == 0 or plan.in_features == 0:
+        return np.zeros((plan.batch, *plan.output_spatial, groups, plan.out_features), plan.accumulation)
+    x = _padded_input(lhs, plan)
+    w = _kernel(rhs, plan)
+    offsets = plan.offsets()
+    if plan.depthwise:
+        x = x.reshape(-1, groups)                                  # [grid rows, group]
+        acc = np.empty((rows, groups, plan.out_features), plan.accumulation)
+        product = np.empty_like(acc)
+        count = rows - offsets[-1] if shifted else rows
+        for position, offset in enumerate(offsets):
+            a = x[offset:offset + count] if shifted else _rows_view(x, offset, plan, groups).reshape(rows, groups)
+            target = acc[:count]
+            if position == 0:
+                np.multiply(a[:, :, None], w[position], out=target)
+            else:
+                np.multiply(a[:, :, None], w[position], out=product[:count])
+                target += product[:count]
+        result = acc.reshape(plan.batch, *grid, groups, plan.out_features)
     else:
-        x = _dilate_and_pad(x, window)
-        extents = [(d.size - 1) * d.window_dilation + 1 for d in window]
-        windows = np.lib.stride_tricks.sliding_window_view(x, extents, axis=tuple(range(2, 2 + spatial_rank)))
-        taken = (slice(None), slice(None),
-                 *(slice(0, (n - 1) * d.stride + 1, d.stride) for n, d in zip(spatial_out, window)),
-                 *(slice(None, None, d.window_dilation) for d in window))
-        windows = windows[taken]                             # [batch, feature, out spatial..., window...]
-        # Input batch = (batch group, batch); input feature = (feature group, in feature).
-        windows = windows.reshape(batch_groups, batch, feature_groups, in_features, *windows.shape[2:])
-        s = list(range(4, 4 + spatial_rank))
-        k = list(range(4 + spatial_rank, 4 + 2 * spatial_rank))
-        patches = windows.transpose(0, 2, 1, *s, 3, *k).reshape(batch_groups, feature_groups, rows, columns)
-        # Output feature = (batch group, feature group, feature within the group).
-        kernel = w.reshape(batch_groups, feature_groups, per_group, in_features, *window_size)
-        kernel = kernel.transpose(0, 1, 3, *range(4, 4 + spatial_rank), 2).reshape(
-            batch_groups, feature_groups, columns, per_group)
-        product = np.matmul(patches, kernel)                 # [batch groups, feature groups, rows, per group]
-        product = product.reshape(batch_groups, feature_groups, batch, *spatial_out, per_group)
-        summed = product.transpose(2, 0, 1, 3 + spatial_rank, *range(3, 3 + spatial_rank)).reshape(out_sizes)
-    # From [batch, feature, spatial...] to the output's labels.
-    return summed.transpose(np.argsort(dims.out)).astype(result)
+        x = x.reshape(groups, -1, plan.in_features)                # [group, grid rows, in feature]
+        acc = np.empty((groups, rows, plan.out_features), plan.accumulation)
+        count = rows - offsets[-1] if shifted else rows
+        if plan.im2col:  # [output rows, window position, in feature]
+            columns = np.empty((rows, len(offsets), plan.in_features), plan.accumulation)
+            blocks = columns.reshape(plan.batch, *grid, len(offsets), plan.in_features)
+        else:
+            gathered = None if shifted else np.empty((rows, plan.in_features), plan.accumulation)
+        for g in range(groups):
+            if plan.im2col:
+                for position, offset in enumerate(offsets):
+                    blocks[..., position, :] = _rows_view(x[g], offset, plan, plan.in_features)
+                _multiply_add(columns.reshape(rows, -1), w[g].reshape(-1, plan.out_features), acc[g], False)
+                continue
+            for position, offset in enumerate(offsets):
+                if shifted:
+                    a = x[g, offset:offset + count]
+                else:
+                    np.copyto(gathered.reshape(plan.batch, *grid, plan.in_features),
+                              _rows_view(x[g], offset, plan, plan.in_features))
+                    a = gathered
+                _multiply_add(a, w[g, position], acc[g, :count], position > 0)
+        result = acc.reshape(groups, plan.batch, *grid, plan.out_features).transpose(
+            *range(1, 2 + rank), 0, 2 + rank)
+    if shifted:  # drop the grid rows past the output
+        result = result[(slice(None), *(slice(0, n) for n in plan.output_spatial))]
+    return result
+
+
+def _canonical_output(out: np.ndarray, plan: ConvolutionPlan) -> np.ndarray:
+    """The logical result ``out`` viewed as ``[batch, output spatial..., group, out feature]``."""
+    view = out.transpose(plan.dims.out[0], *plan.dims.out[2:], plan.dims.out[1])
+    *leading, features = view.strides
+    return as_strided(view, (*view.shape[:-1], plan.groups, plan.out_features),
+                      (*leading, plan.out_features * features, features))
 
 
 @dataclass
@@ -138,17 +296,19 @@ class ConvolutionThunk(Thunk):
     rhs_shape: Shape
     out: BufferSlice
     out_shape: Shape
-    dims: ConvolutionDimensions
-    window: tuple[WindowDimension, ...]
-    feature_groups: int
-    batch_groups: int
+    plan: ConvolutionPlan
     kind: str = "library"
 
     def run(self, context: ExecutionContext) -> None:
         result = convolve(read(context, self.lhs, self.lhs_shape), read(context, self.rhs, self.rhs_shape),
-                          self.dims, self.window, self.feature_groups, self.batch_groups,
-                          self.out_shape.dimensions, dtype_of(self.out_shape))
-        write(context, self.out, self.out_shape, result)
+                          self.plan)
+        out = writable(context, self.out, self.out_shape)
+        if out is not None:
+            np.copyto(_canonical_output(out, self.plan), result, casting="unsafe")
+        else:  # a tiled layout: through a logical temporary
+            logical = np.empty(self.out_shape.dimensions, self.plan.result)
+            np.copyto(_canonical_output(logical, self.plan), result, casting="unsafe")
+            write(context, self.out, self.out_shape, logical)
 
 
 @thunk_rule("convolution")
@@ -165,6 +325,8 @@ def _convolution(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
     if instr.shape.element_type == "pred":
         raise UnimplementedError(f"convolution {instr.name}: the CPU convolution thunk does not compute "
                                  f"{instr.shape.element_type} results")
+    plan = ConvolutionPlan.of(lhs.shape.dimensions, rhs.shape.dimensions, instr.shape.dimensions, dims, window,
+                              int(instr.attr("feature_group_count", 1)), int(instr.attr("batch_group_count", 1)),
+                              dtype_of(instr.shape))
     return [ConvolutionThunk(instr.name, emitter.slice(lhs), lhs.shape, emitter.slice(rhs), rhs.shape,
-                             emitter.slice(instr), instr.shape, dims, window,
-                             int(instr.attr("feature_group_count", 1)), int(instr.attr("batch_group_count", 1)))]
+                             emitter.slice(instr), instr.shape, plan)]
