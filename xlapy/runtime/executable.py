@@ -4,16 +4,18 @@ thunks, buffer assignment, then thunks (generated kernels for loop fusions, libr
 control flow) over slices of the assigned allocations.
 
 Values live in raw byte allocations in the physical layout of their shapes, so bitcasts are free and kernels
-see memory exactly as XLA lays it out. Arguments are copied into their parameters' allocations and results
-copied out as logical numpy arrays; constants are allocations filled once per executable. The other
-allocations are made on the first call and kept for the next ones, with every view of a slice, check of a
-buffer and prepared thunk worked out over them (``ExecutionContext.prepared``): a call, and each iteration of
-a loop in it, then only does the work.
+see memory exactly as XLA lays it out. As XLA runs on its caller's buffers, a large argument that already is
+its parameter's buffer (a C-contiguous array of the element type, row-major layout, elements aligned) is read
+where it is, and a large entry result that has an allocation of its own is computed into fresh memory handed
+to the caller; other arguments are copied in and other results copied out (``IN_PLACE_BYTES``). Constants
+are allocations filled once per executable. The other allocations are made on the first call and kept for
+the next ones, with every view of a slice, check of a buffer and prepared thunk worked out over them
+(``ExecutionContext.prepared``): a call, and each iteration of a loop in it, then only does the work, and
+only what depends on an argument that moved or on the fresh results is worked out again.
 """
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
 import weakref
@@ -22,16 +24,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from xlapy.buffers.assignment import BufferAllocation, BufferAssignment, assign_buffers
+from xlapy.buffers.assignment import BufferAllocation, BufferAssignment, BufferSlice, assign_buffers
 from xlapy.buffers.liveness import FORWARDING_OPCODES, array_leaves
 from xlapy.buffers.schedule import SEQUENCED_CALLERS, schedule_module, sequenced_computations
+from xlapy.buffers.sharing import parse_input_output_alias
 from xlapy.errors import UnimplementedError, VerifyError, XlapyError
 from xlapy.hlo.arguments import check_argument, check_arguments
 from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlapy.hlo.opcodes import OPCODES
-from xlapy.memory import check_bytes
+from xlapy.memory import buffer_bytes, check_bytes
 from xlapy.runtime.thunk_emitter import check_runnable_computations, emit_thunks
-from xlapy.runtime.thunks.base import ExecutionContext, ThunkSequence, allocate, from_buffer, to_buffer
+from xlapy.runtime.thunks.base import (
+    ExecutionContext,
+    ThunkSequence,
+    allocate,
+    dtype_of,
+    from_buffer,
+    is_default_layout,
+    to_buffer,
+)
 from xlapy.runtime.thunks.kernel import KernelThunk
 from xlapy.shapes import Shape
 from xlapy.transforms.call_graph import clone_module
@@ -71,6 +82,16 @@ class Executable:
         # Constants are filled once; the thunks never write their allocations.
         self._constants = {a.index: self._constant_allocation(a) for a in assignment.allocations
                            if a.kind == "constant" and a.constant is not None}
+        entry = module.entry
+        aliased = {(number, index) for _, number, index in
+                   parse_input_output_alias(str(module.attributes.get("input_output_alias") or ""))}
+        self._parameters = [_ParameterLeaf.of(assignment, parameter, index, shape, aliased)
+                            for parameter in entry.parameters for index, shape in array_leaves(parameter.shape)]
+        handed: set[int] = set()
+        self._result = _result_leaves(assignment, entry.root, entry.root.shape, (), handed)
+        # Allocations whose bytes each call makes afresh and gives to its caller as (part of) the result.
+        self._handed = [(index, assignment.allocations[index].size, self._describe(assignment.allocations[index]))
+                        for index in sorted(handed)]
         kernel_thunks = [t for t in thunks.walk() if isinstance(t, KernelThunk)]
         self._kernels = {t.name: t.kernel for t in kernel_thunks}
         self._lock = threading.Lock()
@@ -105,10 +126,7 @@ class Executable:
         checked = check_arguments(args, entry.parameters, self.module.name)
         run = self._take_run()
         try:
-            for number, index, shape, view in run.inputs:
-                to_buffer(_element(checked[number], index), shape, view)
-            run.thunks()
-            return run.result()
+            return run(self, checked)
         finally:
             self._give_back(run)
 
@@ -117,7 +135,7 @@ class Executable:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        return _Run(self, self._allocate())
+        return _Run(self._allocate())
 
     def _give_back(self, run: _Run) -> None:
         with self._lock:
@@ -126,12 +144,19 @@ class Executable:
                 return
         run.context.forget()
 
-    def _allocate(self) -> list[np.ndarray]:
+    def _allocate(self) -> list[np.ndarray | None]:
+        """A run's allocations: constants shared, the parameters arguments may stand for and the results handed
+        over bound by each call, the others made now."""
+        unbound = {leaf.allocation for leaf in self._parameters if leaf.bindable} | \
+            {index for index, _, _ in self._handed}
         allocations = []
         for allocation in self.assignment.allocations:
             constant = self._constants.get(allocation.index)
             if constant is not None:
                 allocations.append(constant)
+                continue
+            if allocation.index in unbound:
+                allocations.append(None)
                 continue
             what = self._describe(allocation)
             check_bytes(allocation.size, what)
@@ -149,25 +174,53 @@ class Executable:
 # Sets of allocations kept between calls (each call takes one; concurrent calls make more, dropped afterwards).
 _IDLE_RUNS = 2
 
+# Arguments and results of at least this many bytes are used where they are; smaller ones are copied, which
+# costs less than preparing the thunks that use them over new memory again (a few microseconds each).
+IN_PLACE_BYTES = 1 << 18
+
 
 class _Run:
-    """One set of allocations for calls of an executable, with the views of its parameters and results and
-    its thunks prepared over it (``ExecutionContext.prepared``): made on the first call, reused by the next
-    ones. Allocations hold nothing from one call to the next: every call writes its arguments, and results
-    are copied out."""
+    """One set of allocations for calls of an executable, with its thunks prepared over it
+    (``ExecutionContext.prepared``): made on the first call, reused by the next ones. Allocations hold nothing
+    from one call to the next: every call binds (or writes) its arguments, and results are handed over or
+    copied out."""
 
-    def __init__(self, executable: Executable, allocations: list[np.ndarray]):
-        self.context = context = ExecutionContext(allocations)
-        assignment = executable.assignment
-        entry = executable.module.entry
-        self.inputs = [(number, index, shape, context.array(assignment.slice(parameter, index), shape))
-                       for number, parameter in enumerate(entry.parameters)
-                       for index, shape in array_leaves(parameter.shape)]
-        self._result = _result_reader(context, assignment, entry.root, entry.root.shape, ())
-        self.thunks = context.prepared(executable.thunks)
+    def __init__(self, allocations: list[np.ndarray | None]):
+        # No reference back to the executable: its idle runs must not keep it alive.
+        self.context = ExecutionContext(allocations)
+        # The run's own buffer of each parameter allocation arguments are copied into (of those an argument may
+        # stand for, made the first time one has to be copied).
+        self._own: dict[int, np.ndarray] = {index: data for index, data in enumerate(allocations) if data is not None}
 
-    def result(self) -> np.ndarray | tuple:
-        return self._result()
+    def __call__(self, executable: Executable, checked: list) -> np.ndarray | tuple:
+        context = self.context
+        for leaf in executable._parameters:
+            value = _element(checked[leaf.number], leaf.index)
+            data = leaf.caller_bytes(value)
+            if data is not None:
+                context.bind(leaf.allocation, data)
+            else:
+                context.bind(leaf.allocation, self._own_buffer(executable, leaf))
+                to_buffer(value, leaf.shape, context.array(leaf.slice, leaf.shape))
+        try:
+            for index, size, what in executable._handed:
+                check_bytes(size, what)
+                context.bind(index, allocate(size, what))
+            context.prepared(executable.thunks)()
+            return _read(context, executable._result)
+        finally:
+            # The caller owns the results from now on: nothing here keeps their memory.
+            for index, _, _ in executable._handed:
+                context.bind(index, None)
+
+    def _own_buffer(self, executable: Executable, leaf: _ParameterLeaf) -> np.ndarray:
+        data = self._own.get(leaf.allocation)
+        if data is None:
+            size = executable.assignment.allocations[leaf.allocation].size
+            what = f"the buffer of parameter {leaf.number}"
+            check_bytes(size, what)
+            data = self._own[leaf.allocation] = allocate(size, what)
+        return data
 
 
 def _forget_runs(runs: list[_Run]) -> None:
@@ -176,17 +229,83 @@ def _forget_runs(runs: list[_Run]) -> None:
     runs.clear()
 
 
-def _result_reader(context: ExecutionContext, assignment: BufferAssignment, root: HloInstruction, shape: Shape,
-                   index: tuple[int, ...]) -> Callable[[], np.ndarray | tuple]:
-    """What reads the value at ``index`` of the entry result out of ``context``, as fresh logical arrays."""
+@dataclass(frozen=True)
+class _ParameterLeaf:
+    """An array leaf of an entry parameter: where it lives, and whether an argument can be that memory itself
+    (``bindable``: its allocation holds only the parameter, which nothing writes, in row-major layout, and is
+    worth not copying: ``IN_PLACE_BYTES`` at least)."""
+
+    number: int
+    index: tuple[int, ...]
+    shape: Shape
+    allocation: int
+    slice: BufferSlice
+    dtype: np.dtype
+    nbytes: int
+    bindable: bool
+
+    @staticmethod
+    def of(assignment: BufferAssignment, parameter: HloInstruction, index: tuple[int, ...], shape: Shape,
+           aliased: set[tuple[int, tuple[int, ...]]]) -> _ParameterLeaf:
+        piece = assignment.slice(parameter, index)
+        allocation = assignment.allocations[piece.allocation]
+        nbytes = buffer_bytes(shape)
+        # A result the module's input_output_alias lets live in the parameter's buffer is written there: the
+        # caller's array must not be, so it is copied in. (A parameter that merely is a result is read out.)
+        written = allocation.is_output and (parameter.parameter_number, index) in aliased
+        bindable = (allocation.kind == "parameter" and not written and piece.offset == 0
+                    and allocation.size == nbytes >= IN_PLACE_BYTES and is_default_layout(shape))
+        return _ParameterLeaf(parameter.parameter_number, index, shape, piece.allocation, piece, dtype_of(shape),
+                              nbytes, bindable)
+
+    def caller_bytes(self, value: np.ndarray) -> np.ndarray | None:
+        """The bytes of ``value`` when they can serve as this parameter's buffer as they are, else None."""
+        if not self.bindable or not isinstance(value, np.ndarray) or value.dtype != self.dtype \
+                or value.nbytes != self.nbytes or not value.flags.c_contiguous \
+                or value.ctypes.data % self.dtype.alignment:
+            return None
+        return value.reshape(-1).view(np.uint8)
+
+
+@dataclass(frozen=True)
+class _ResultLeaf:
+    """An array of the entry result: read out of ``slice`` (a copy), or, when ``handed``, the fresh memory of
+    its allocation itself."""
+
+    shape: Shape
+    slice: BufferSlice
+    handed: bool
+
+
+def _result_leaves(assignment: BufferAssignment, root: HloInstruction, shape: Shape, index: tuple[int, ...],
+                   handed: set[int]) -> _ResultLeaf | tuple | None:
+    """The entry result's leaves, as nested tuples (None for a token). An allocation of its own (kind "output",
+    ``IN_PLACE_BYTES`` at least) holding a row-major array is handed to the caller, once: a second leaf in the
+    same bytes is a copy, as are results that are parameters or constants (their bytes are the caller's or the
+    executable's)."""
     if shape.is_tuple:
-        readers = [_result_reader(context, assignment, root, element, (*index, i))
-                   for i, element in enumerate(shape.tuple_shapes)]
-        return lambda: tuple(reader() for reader in readers)
+        return tuple(_result_leaves(assignment, root, element, (*index, i), handed)
+                     for i, element in enumerate(shape.tuple_shapes))
     if not shape.is_array:
-        return tuple  # a token
-    view = context.array(assignment.slice(root, index), shape)
-    return functools.partial(from_buffer, view, shape)
+        return None
+    piece = assignment.slice(root, index)
+    allocation = assignment.allocations[piece.allocation]
+    hand = (allocation.kind == "output" and piece.offset == 0 and is_default_layout(shape)
+            and allocation.size >= IN_PLACE_BYTES and piece.allocation not in handed)
+    if hand:
+        handed.add(piece.allocation)
+    return _ResultLeaf(shape, piece, hand)
+
+
+def _read(context: ExecutionContext, node: _ResultLeaf | tuple | None) -> np.ndarray | tuple:
+    if node is None:
+        return ()  # a token
+    if isinstance(node, tuple):
+        return tuple(_read(context, element) for element in node)
+    if node.handed:
+        nbytes, dtype = buffer_bytes(node.shape), dtype_of(node.shape)
+        return context.allocations.get(node.slice.allocation)[:nbytes].view(dtype).reshape(node.shape.dimensions)
+    return from_buffer(context.array(node.slice, node.shape), node.shape)
 
 
 def _element(value, index: tuple[int, ...]) -> np.ndarray:

@@ -72,20 +72,34 @@ class ExecutionContext:
 
     A context can serve many runs (an executable keeps its contexts between calls): whatever depends only on
     where the buffers are — views of slices, the checks that a slice holds its array, kernel pointers — is
-    worked out once per context and remembered (``array``, ``prepared``), never once per loop iteration."""
+    worked out once per context and remembered (``array``, ``prepared``), never once per loop iteration.
 
-    def __init__(self, allocations: Sequence[np.ndarray]):
-        self.allocations = list(allocations)
-        self._views: dict[tuple[BufferSlice, Shape], np.ndarray] = {}
+    An allocation can be replaced between runs (``bind``: an executable runs on its caller's arguments and
+    hands its result allocations over): what was worked out over the old bytes is then dropped, and only that.
+    A prepared run depends on the allocations its thunk reads (``allocations``, ``array``, ``bytes``) while it
+    is prepared, and on those of every run prepared for it (a loop's body, a sequence's thunks)."""
+
+    def __init__(self, allocations: Sequence[np.ndarray | None]):
+        # One set per preparation in progress (innermost last): the allocations it has read.
+        self._preparing: list[set[int]] = []
+        self.allocations = _Allocations(allocations, self._preparing)
+        self._views: dict[int, dict[tuple[BufferSlice, Shape], np.ndarray]] = {}
         # id(thunk) -> (thunk, its prepared run): the thunk is kept so that its id is never reused.
-        self._prepared: dict[int, tuple[object, Callable[[], None]]] = {}
+        self._prepared: dict[int, tuple[object, Callable[[], None], frozenset[int]]] = {}
+        # allocation -> ids of the prepared runs that depend on it.
+        self._dependents: dict[int, set[int]] = {}
 
     def array(self, slice: BufferSlice, shape: Shape) -> np.ndarray:
         """The flat physical view (layout order, dtype of ``shape``) of the array ``slice`` holds."""
+        if self._preparing:
+            self._preparing[-1].add(slice.allocation)
+        views = self._views.get(slice.allocation)
+        if views is None:
+            views = self._views[slice.allocation] = {}
         key = (slice, shape)
-        view = self._views.get(key)
+        view = views.get(key)
         if view is None:
-            view = self._views[key] = self._view(slice, shape)
+            view = views[key] = self._view(slice, shape)
         return view
 
     def _view(self, slice: BufferSlice, shape: Shape) -> np.ndarray:
@@ -96,23 +110,75 @@ class ExecutionContext:
 
     def bytes(self, slice: BufferSlice) -> np.ndarray:
         """The raw bytes of ``slice``."""
-        data = self.allocations[slice.allocation][slice.offset:slice.offset + slice.size]
+        data = self.allocations[slice.allocation]
+        if data is None:
+            raise VerifyError(f"allocation {slice.allocation} is not bound to any memory")
+        data = data[slice.offset:slice.offset + slice.size]
         if data.nbytes != slice.size:
             raise VerifyError(f"slice at byte {slice.offset} of allocation {slice.allocation} runs past its end")
         return data
 
+    def bind(self, index: int, data: np.ndarray | None) -> None:
+        """Makes ``data`` (flat bytes, or None for none) allocation ``index``, dropping the views and prepared runs
+        that depend on it unless ``data`` is the same memory (same first byte and size) as before."""
+        current = self.allocations.get(index)
+        if current is data or (current is not None and data is not None and current.nbytes == data.nbytes
+                               and current.ctypes.data == data.ctypes.data):
+            return
+        list.__setitem__(self.allocations, index, data)
+        self._views.pop(index, None)
+        for key in self._dependents.pop(index, ()):
+            self._prepared.pop(key, None)
+
     def prepared(self, thunk: Thunk | ThunkSequence) -> Callable[[], None]:
         """``thunk``'s run in this context as a callable of no arguments (``thunk.prepare(self)``, made on the
-        first request and remembered)."""
+        first request and remembered until an allocation it depends on is bound elsewhere)."""
         entry = self._prepared.get(id(thunk))
         if entry is None:
-            entry = self._prepared[id(thunk)] = (thunk, thunk.prepare(self))
+            self._preparing.append(set())
+            try:
+                run = thunk.prepare(self)
+            finally:
+                used = frozenset(self._preparing.pop())
+            entry = self._prepared[id(thunk)] = (thunk, run, used)
+            for index in used:
+                self._dependents.setdefault(index, set()).add(id(thunk))
+        if self._preparing:
+            self._preparing[-1].update(entry[2])
         return entry[1]
 
     def forget(self) -> None:
         """Drops what was prepared (prepared runs may refer back to the context)."""
         self._prepared.clear()
+        self._dependents.clear()
         self._views.clear()
+
+
+class _Allocations(list):
+    """A context's allocations: reading one while a run is being prepared records that the run depends on it.
+    Replacing one goes through ``ExecutionContext.bind``."""
+
+    def __init__(self, allocations: Sequence[np.ndarray | None], preparing: list[set[int]]):
+        super().__init__(allocations)
+        self._preparing = preparing
+
+    def __getitem__(self, index):
+        if self._preparing:
+            self._preparing[-1].update(range(len(self))[index] if isinstance(index, slice)
+                                       else (index % len(self),))
+        return super().__getitem__(index)
+
+    def __iter__(self):
+        if self._preparing:
+            self._preparing[-1].update(range(len(self)))
+        return super().__iter__()
+
+    def __setitem__(self, index, value) -> None:
+        raise TypeError("an execution context's allocations are replaced with ExecutionContext.bind")
+
+    def get(self, index: int) -> np.ndarray | None:
+        """Allocation ``index``, read without recording a dependency."""
+        return super().__getitem__(index)
 
 
 class Thunk(ABC):
