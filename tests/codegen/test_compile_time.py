@@ -37,7 +37,9 @@ def _full_sum(rows: int, columns: int) -> str:
                          ["ROOT r = f32[] reduce(p0, p1), dimensions={0,1}, to_apply=add"], "f32[]", _ADD)
 
 
-@pytest.mark.parametrize(("rows", "columns"), [(64, 64), (32, 64), (64, 16)])
+# Rows too short, or not a multiple of 64 bytes, for the vectorized row order (elemental_reduce.py): these sum
+# in XLA's elemental order, one element after the other.
+@pytest.mark.parametrize(("rows", "columns"), [(64, 60), (32, 48), (64, 16)])
 def test_full_sum_keeps_its_loop_over_rows(rows: int, columns: int) -> None:
     text = _full_sum(rows, columns)
     lowered = lower_fusion(xlapy.parse_hlo(text).entry.root, Device.host())
