@@ -5,7 +5,8 @@ through xlapy's HLO passes, fusion, buffer assignment and thunks) and by ``jax.j
 (XLA:CPU). Printed for each: xlapy's compile time cold (an empty kernel cache: ``$XLAPY_CACHE_DIR``
 set to a fresh directory, the compiler's modules imported beforehand) and cached (the in-memory cache
 cleared, so kernels come from disk), XLA's compile time, then the medians of N rounds alternating one
-xlapy run (``executable(*arrays)``, which copies the numpy arguments in and the results out) and one
+xlapy run (``executable(*arrays)`` on numpy arrays: large ones are read in place and large results handed
+over, small ones copied in and out) and one
 XLA:CPU run (on device buffers placed once, until ready), the ratio XLA time / xlapy time (above 1:
 xlapy is faster), and their geometric mean over the programs that compiled. A program xlapy cannot
 compile yet prints ``not compiled: <reason>``. Results are compared with XLA's and, at a small size of
@@ -334,7 +335,8 @@ def report(results: list[Result], rounds: int, imports: float, console: Console)
                       f"{geometric_mean(ratios):.3f}")
     console.print(f"compile cold: empty kernel cache, the compiler's modules already imported (importing them "
                   f"took {format_seconds(imports)}); cached: the same compile with the kernels on disk only. "
-                  "xlapy's time includes copying the numpy arguments in and the results out; XLA's runs on "
+                  "xlapy's time includes its argument checks and the copies of small arguments and results; "
+                  "XLA's runs on "
                   "device buffers placed once. vs interp: the largest difference from the interpreter (at a small "
                   "size), in machine epsilons of the largest result; vs XLA: the same against XLA:CPU (which sums "
                   "in another order and has its own approximations). 'differ': integers differ, or NaN against a "
