@@ -5,14 +5,24 @@ buffer dies there and the instruction reads each element before writing the
 same element (XLA's ``CanShareOperandBufferWithUser``,
 ``xla/service/hlo_dataflow_analysis.cc``): elementwise ops on operands of the
 result's shape and layout, ``dynamic-update-slice`` on the array it updates,
-and loop fusions that use a parameter only that way on the path to their
-root. Control flow keeps its values in place: a while's state takes the
+``scatter`` on each array it updates (result ``i`` over operand ``i`` of a
+variadic scatter), loop fusions that use a parameter only that way on the
+path to their root, and loop fusions whose root is a scatter on a parameter
+that nothing else in the fusion reads (the scatter emitter then skips its
+initial copy, ``xlapy/codegen/emitters/scatter.py``). Control flow keeps its values in place: a while's state takes the
 buffers of its initial value when that dies at the loop, each result of the
 body takes the loop state's buffer when the body no longer reads the old
 state there, and each result of a conditional's branch takes the
 conditional's buffer. An entry result takes the buffer of the parameter the
 module's ``input_output_alias`` lets it alias, when nothing reads the
 parameter afterwards. Entry parameters and constants are never written over.
+
+Where XLA's copy insertion copies the operand of an in-place op that cannot
+be shared (an entry parameter, a constant, a value read later) and then
+updates the copy in place, xlapy adds no copy instruction: the result gets a
+buffer of its own and the kernel (the dynamic-update-slice's loop fusion,
+the scatter emitter's first step) copies the operand into it itself, the
+same bytes moved without a kernel launch or a buffer more.
 """
 
 from __future__ import annotations
@@ -93,7 +103,7 @@ def colocated_groups(module: HloModule, liveness: Liveness, in_place: bool = Tru
         instr = buffer.instruction
         if instr.opcode == "while":
             _take_dying_initial_state(groups, liveness, instr)
-        elif buffer.index == () and not instr.shape.is_tuple:
+        elif (buffer.index == () and not instr.shape.is_tuple) or (len(buffer.index) == 1 and _is_scatter(instr)):
             _write_over_dying_operand(groups, liveness, buffer)
     control_flow: dict[int, HloInstruction] = {}
     for buffer in liveness.buffers:
@@ -123,12 +133,12 @@ def _write_over_dying_operand(groups: _Groups, liveness: Liveness, result: Logic
         candidate = leaves[()]
         group = groups.find(candidate)
         if (not _is_free(group) or group.end != step or candidate.size != result.size
-                or group is groups.find(result) or not can_share_operand(instr, number)):
+                or group is groups.find(result) or not can_share_operand(instr, number, result.index)):
             continue
         # Every read of the group here must be one that reads an element before writing it.
         readers = [n for n, o in enumerate(instr.operands)
                    if any(b.id in group.member_ids for b in liveness.leaves[id(o)].values())]
-        if all(can_share_operand(instr, n) for n in readers):
+        if all(can_share_operand(instr, n, result.index) for n in readers):
             groups.merge(candidate, result)
             return
 
@@ -155,14 +165,14 @@ def _unread_after(groups: _Groups, storage: BufferGroup, newcomer: BufferGroup, 
     is defined, but by that member's own definer reading each element before
     writing it."""
     first = newcomer.first_definition
-    definers = [m.instruction for m in newcomer.members if m.defined_at == first]
+    definers = [(m.instruction, m.index) for m in newcomer.members if m.defined_at == first]
     for member in storage.members:
         for step, reader, operand in member.uses:
             if not window[0] <= step <= window[1] or step < first:
                 continue
-            if step > first or operand is None or not any(reader is d for d in definers):
+            if step > first or operand is None or not any(reader is d for d, _ in definers):
                 return False
-            if not can_share_operand(reader, operand):
+            if not any(reader is d and can_share_operand(reader, operand, index) for d, index in definers):
                 return False
     return True
 
@@ -251,24 +261,66 @@ def _is_elementwise(instr: HloInstruction) -> bool:
     return spec is not None and spec.is_elementwise
 
 
-def can_share_operand(instr: HloInstruction, number: int) -> bool:
-    """Whether ``instr`` may write its result over its operand ``number``: it
-    reads each element of that operand only to compute the same element of
-    its result, which has the same dimensions, layout and element width."""
+def _is_loop_fusion(instr: HloInstruction) -> bool:
+    return (instr.opcode == "fusion" and instr.attributes.get("kind", "kLoop") == "kLoop"
+            and len(instr.called_computations) == 1)
+
+
+def _is_scatter(instr: HloInstruction) -> bool:
+    """A scatter, or a loop fusion whose root is one (the scatter emitter's)."""
+    if instr.opcode == "scatter":
+        return True
+    return _is_loop_fusion(instr) and instr.fused_computation.root is not None \
+        and instr.fused_computation.root.opcode == "scatter"
+
+
+def _scatter_updates_in_place(scatter: HloInstruction, value: HloInstruction, position: int) -> bool:
+    """Whether ``scatter`` reads ``value`` only as the array it updates into its result ``position``: it then
+    reads each element of it at most once, before writing the same element (XLA's
+    ``CanShareOperandBufferWithUser`` lets a scatter write over its operands)."""
+    count = (len(scatter.operands) - 1) // 2
+    return position < count and [k for k, o in enumerate(scatter.operands) if o is value] == [position]
+
+
+def _leaf_shape(shape: Shape, index: ShapeIndex) -> Shape | None:
+    for i in index:
+        if not shape.is_tuple or i >= len(shape.tuple_shapes):
+            return None
+        shape = shape.tuple_shapes[i]
+    return shape
+
+
+def can_share_operand(instr: HloInstruction, number: int, index: ShapeIndex = ()) -> bool:
+    """Whether ``instr`` may write its result's array at ``index`` over its
+    operand ``number``: it reads each element of that operand only to compute
+    the same element of that array, which has the same dimensions, layout
+    and element width."""
     operand = instr.operands[number]
-    if not _same_bytes_per_element(operand.shape, instr.shape):
+    result = _leaf_shape(instr.shape, index)
+    if result is None or not _same_bytes_per_element(operand.shape, result):
+        return False
+    if instr.shape.is_tuple and len(index) != 1:
+        return False
+    position = index[0] if index else 0
+    if instr.opcode == "scatter":
+        return _scatter_updates_in_place(instr, operand, position)
+    if instr.shape.is_tuple and not _is_scatter(instr):
         return False
     if _is_elementwise(instr):
         return True
     if instr.opcode == "dynamic-update-slice":
         return number == 0
-    if instr.opcode == "fusion" and instr.attributes.get("kind", "kLoop") == "kLoop" and instr.called_computations:
+    if _is_loop_fusion(instr):
         fused = instr.fused_computation
         root = fused.root
-        if root is None or root.shape.is_tuple:
-            return False
         parameter = next((p for p in fused.parameters if p.parameter_number == number), None)
-        return parameter is not None and _in_place_to_root(parameter, root, set())
+        if root is None or parameter is None:
+            return False
+        if root.opcode == "scatter":
+            # The parameter must be the updated array itself: read by anything else in the fusion (the indices,
+            # the updates, another op), its elements could be read after the scatter wrote them.
+            return all(u is root for u in parameter.users) and _scatter_updates_in_place(root, parameter, position)
+        return not root.shape.is_tuple and _in_place_to_root(parameter, root, set())
     return False
 
 

@@ -10,7 +10,11 @@ one function computing its roots at one set of indices:
 
 Parameters belong to no subgraph: functions read them with
 ``tensor.extract``. The roots of the computation (the operands of a root
-tuple) form the first subgraph together.
+tuple) are the results of the first subgraph together. A root that an
+instruction of another subgraph reads is computed by a subgraph of its own,
+which the first one calls: as in XLA, where a value whose users lie in
+several subgraphs roots one, no function calls back into a function that
+calls it (the first one would otherwise call its reader, which calls it).
 
 One more rule gives the partition of XLA's docs/emitters.md example (``log``/``transpose``/``add`` in
 three functions): an index-changing instruction (not elementwise) that reads
@@ -125,10 +129,11 @@ def _partition(computation: HloComputation, forced: set[HloInstruction]) -> Part
                 f"multi-output fusion {computation.name} with outputs of different shapes "
                 f"({roots[0].shape} and {r.shape})")
     first = Subgraph(_function_name(computation, roots[0], True), list(roots))
-    subgraph_of: dict[HloInstruction, Subgraph] = {r: first for r in roots}
+    subgraph_of: dict[HloInstruction, Subgraph] = {}
     # The map from the indices of an instruction's subgraph root to its own.
-    from_root: dict[HloInstruction, IndexingMap] = {r: IndexingMap.identity(list(root_dims)) for r in roots}
+    from_root: dict[HloInstruction, IndexingMap] = {}
     subgraphs = [first]
+    is_root = set(roots)
     # Instructions the root does not depend on compute nothing: they get no subgraph, and as users they do not
     # keep a value out of its user's subgraph.
     live = _live(computation)
@@ -138,6 +143,20 @@ def _partition(computation: HloComputation, forced: set[HloInstruction]) -> Part
         if instr in subgraph_of or instr.opcode == "parameter":
             continue
         users = [u for u in dict.fromkeys(instr.users) if u.opcode != "parameter" and id(u) in live]
+        if instr in is_root:
+            # An output is returned by the first function. It is computed there too unless an instruction of
+            # another function reads it: that function would call the first one, which calls it back (its
+            # output needs that function's value), without end. Such an output is computed by a function
+            # of its own, which both call (XLA's partitioner gives a value read by several functions its own).
+            outside = [u for u in users if u is not computation.root and subgraph_of.get(u) is not first]
+            if outside:
+                sub = Subgraph(_function_name(computation, instr, False), [instr])
+                subgraphs.append(sub)
+                subgraph_of[instr] = sub
+            else:
+                subgraph_of[instr] = first
+            from_root[instr] = IndexingMap.identity(list(root_dims))
+            continue
         joined = None if instr in forced else _common_subgraph(instr, users, subgraph_of, from_root)
         if joined is None:
             sub = Subgraph(_function_name(computation, instr, False), [instr])
