@@ -78,18 +78,18 @@ def _pad(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAVal
 
 @elemental_rule("concatenate")
 def _concatenate(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> SSAValue:
-    """Nested ``scf.if``s choose the operand whose slice holds the index."""
+    """Nested ``scf.if``s choose the operand whose slice holds the index; the operand is read through its
+    output-to-input map (the index shifted along the concatenated dimension), which the vectorizer sees through."""
     dim = instr.attr("dimensions")[0]
     result_type = element_type(instr.shape.element_type, instr.name)
     offsets = [0]
     for operand in instr.operands:
         offsets.append(offsets[-1] + operand.shape.dimensions[dim])
+    maps = op_output_to_input(instr)
 
     def from_operand(k: int) -> SSAValue:
-        shifted = list(indices)
-        if offsets[k]:
-            shifted[dim] = em.insert(arith.SubiOp(indices[dim], em.index(offsets[k]))).result
-        return em.operand(instr, k, tuple(shifted))
+        (indexing_map,) = maps[k]
+        return em.operand(instr, k, em.apply_map(indexing_map, indices))
 
     def choose(k: int) -> SSAValue:
         if k == len(instr.operands) - 1:

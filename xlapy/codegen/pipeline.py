@@ -22,12 +22,14 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 
+from xlapy.codegen.emitters.concatenate import emit_concatenate_fusion, is_concatenate_fusion
 from xlapy.codegen.emitters.in_place_dynamic_update_slice import (
     emit_in_place_dynamic_update_slice_fusion,
     in_place_updates,
 )
 from xlapy.codegen.emitters.loop import emit_loop_fusion
 from xlapy.codegen.emitters.scatter import emit_scatter_fusion, is_scatter_fusion
+from xlapy.codegen.emitters.transpose import emit_transpose_fusion, is_transpose_fusion
 from xlapy.codegen.launch import Device, LaunchDimensions
 from xlapy.codegen.mlir_text import make_context, print_mlir
 from xlapy.codegen.partitioner import computation_roots
@@ -162,16 +164,23 @@ EMITTERS: dict[str, Callable[[HloInstruction, Device, Sequence[int] | None], tup
     "loop": emit_loop_fusion,
     "in_place_dynamic_update_slice": emit_in_place_dynamic_update_slice_fusion,
     "scatter": emit_scatter_fusion,
+    "concatenate": emit_concatenate_fusion,
+    "transpose": emit_transpose_fusion,
 }
 
 
 def emitter_name(fusion: HloInstruction, slice_indices: Sequence[int] | None = None) -> str:
     """The emitter of ``fusion``'s kernel given the ``slice_indices`` of its buffers: the scatter emitter when the
     fused root is a scatter, the in-place dynamic-update-slice emitter when its outputs are updates written over
-    operands passed in their slices, else the loop emitter."""
+    operands passed in their slices, the transpose emitter when its hero is a transpose it tiles, the concatenate
+    emitter when its hero is a concatenate, else the loop emitter."""
     if is_scatter_fusion(fusion):
         return "scatter"
-    return "in_place_dynamic_update_slice" if in_place_updates(fusion, slice_indices) is not None else "loop"
+    if in_place_updates(fusion, slice_indices) is not None:
+        return "in_place_dynamic_update_slice"
+    if is_concatenate_fusion(fusion):
+        return "concatenate"
+    return "transpose" if is_transpose_fusion(fusion) else "loop"
 
 
 @dataclass
@@ -195,8 +204,10 @@ def lower_fusion(fusion: HloInstruction, device: Device, dump: Dumper | None = N
     if kind not in ("kLoop", None):
         raise UnimplementedError(f"fusion {fusion.name} of kind {kind}: only the loop emitter exists")
     attempts = [device]
-    # The scatter emitter's kernel is serial, without vectors: nothing to fall back from.
-    if passes is None and device.name == "cpu" and device.max_vector > 1 and not is_scatter_fusion(fusion):
+    # The scatter emitter's kernel is serial, without vectors, and the transpose emitter's loops over a tile's rows:
+    # nothing to fall back from.
+    if passes is None and device.name == "cpu" and device.max_vector > 1 and \
+            emitter_name(fusion, slice_indices) not in ("scatter", "transpose"):
         attempts = [device.widened(vector_registers(fusion)), device.scalar()]
     for i, attempt in enumerate(attempts):
         make_passes = passes if passes is not None else lambda d=attempt: device_passes(d)

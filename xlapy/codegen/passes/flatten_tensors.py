@@ -203,6 +203,10 @@ class _Linearizer:
             return self._reuse_or_insert(("zero",), lambda: arith.ConstantOp(IntegerAttr(0, IndexType())), user)
         self.folded += [i.owner for i in indices if isinstance(i.owner, ApplyIndexingOp)]
         indexing_map, operands = linearized_map(type_, indices)
+        if indexing_map.is_known_empty():
+            # No in-bounds index has these operands' ranges: the access is on a branch that never runs (the
+            # operand of a concatenate or pad that another part of the kernel writes). Any index will do.
+            return self._reuse_or_insert(("const", 0), lambda: arith.ConstantOp(IntegerAttr(0, IndexType())), user)
         result = indexing_map.results[0]
         if result == affine.dim(0) and len(operands) == 1 and not indexing_map.constraints:
             return operands[0]

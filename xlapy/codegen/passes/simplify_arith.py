@@ -2,7 +2,10 @@
 ``scf.if``s they guard (XLA's simplify_arith).
 
 Ranges come from ``xla.range`` on thread and block ids, from ``scf.for``
-bounds for induction variables and from constants. After
+bounds for induction variables, from constants, and for the results of
+``xla.apply_indexing`` from its map evaluated over its operands' ranges
+within the map's domain (a loop over a slice of the output knows which
+operand of a concatenate it reads). After
 ``lower-xla-loops-to-scf`` the in-domain check of the loop emitter's
 ``xla.loop`` compares thread and block ids against their own bounds; folding
 it exposes the loop body to vectorization (the emitters document's example → the emitters document's example).
@@ -17,7 +20,10 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from xlapy.codegen.dialect import get_range
+from xlapy.codegen.dialect import ApplyIndexingOp, get_range
+from xlapy.indexing import IndexingMap, Interval
+from xlapy.indexing.indexing_map import Variable
+from xlapy.indexing.simplifier import RangeEvaluator
 
 _DECIDERS = {
     "eq": lambda a, b: True if a[0] == a[1] == b[0] == b[1] else False if a[1] < b[0] or b[1] < a[0] else None,
@@ -36,6 +42,8 @@ def value_range(value: SSAValue) -> tuple[int, int] | None:
         if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
             v = owner.value.value.data
             return v, v
+        if isinstance(owner, ApplyIndexingOp):
+            return _apply_indexing_range(owner, owner.results.index(value))
         return get_range(owner)
     parent = owner.parent_op()
     if isinstance(parent, scf.ForOp) and value is parent.body.block.args[0]:
@@ -43,6 +51,29 @@ def value_range(value: SSAValue) -> tuple[int, int] | None:
         if low is not None and high is not None and high[0] > low[1]:
             return low[0], high[1] - 1
     return None
+
+
+def _apply_indexing_range(op: ApplyIndexingOp, position: int) -> tuple[int, int] | None:
+    """The bounds of result ``position`` of ``op``: its map's variables are within the map's domain (assumed by
+    ``xla.apply_indexing``) and within their operands' ranges."""
+    indexing_map = op.indexing_map
+    if indexing_map.is_undefined() or indexing_map.is_known_empty():
+        return None
+    operands = [*op.dims, *op.symbols]
+    variables = [*indexing_map.dim_vars, *indexing_map.symbol_vars]
+    narrowed = []
+    for operand, variable in zip(operands, variables):
+        known = value_range(operand)
+        bounds = variable.bounds if known is None else variable.bounds.intersect(Interval(*known))
+        if bounds.lower > bounds.upper:
+            return None
+        narrowed.append(Variable(bounds, variable.name))
+    dims = len(indexing_map.dim_vars)
+    ranges = len(indexing_map.range_vars)
+    within = IndexingMap.from_exprs(indexing_map.results, narrowed[:dims], narrowed[dims:dims + ranges],
+                                    narrowed[dims + ranges:])
+    interval = RangeEvaluator(within).range(indexing_map.results[position])
+    return interval.lower, interval.upper
 
 
 def _bool(value: bool) -> arith.ConstantOp:

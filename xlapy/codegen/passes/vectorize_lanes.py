@@ -186,6 +186,16 @@ def vectorizes_as_loop(op: Operation) -> bool:
     return _lane_loop(op) and _varying_values(op) is not None and _iter_args_set_lane_by_lane(op)  # type: ignore[arg-type]
 
 
+def _around_lane_loops(loop: scf.ForOp) -> bool:
+    """Whether ``loop`` is an ordinary loop around lane loops (the concatenate emitter's loop over a work item's
+    vectors): no lane of a vector is at its induction variable, and it holds loops."""
+    iv = loop.body.block.args[0]
+    for op in loop.walk():
+        if isinstance(op, (vector.ExtractOp, vector.InsertOp)) and any(p is iv for p in op.get_mixed_position()):
+            return False
+    return any(_lane_loop(op) for op in loop.walk() if op is not loop)
+
+
 def lanes_vectorizable(module: ModuleOp) -> bool:
     """Whether every loop over vector lanes will become vector code (run after ``vectorize-loads-stores``); the
     loops nested in one (a reduction's) become vector code with it."""
@@ -193,7 +203,7 @@ def lanes_vectorizable(module: ModuleOp) -> bool:
 
 
 def _outermost_lane_loops(op: Operation) -> list[Operation]:
-    if _lane_loop(op):
+    if _lane_loop(op) and (vectorizes_as_loop(op) or not _around_lane_loops(op)):
         return [op]
     return [loop for region in op.regions for block in region.blocks for nested in block.ops
             for loop in _outermost_lane_loops(nested)]

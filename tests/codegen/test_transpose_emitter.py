@@ -1,0 +1,190 @@
+"""The transpose emitter: fusions whose hero is a transpose that moves the minor dimension are written tile by
+tile (one tile of the output per block). Results are compared with the reference interpreter bit for bit (each op
+here rounds once, in both), and the tiles' indexing maps are checked to cover every output element once."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+import xlapy
+from tools.compare import assert_same
+from xlapy.codegen.dialect import LoopOp
+from xlapy.codegen.emitters.transpose import TILE, emit_transpose_fusion, tile_sizes, transpose_hero
+from xlapy.codegen.launch import Device
+from xlapy.codegen.pipeline import emitter_name
+from xlapy.errors import VerifyError
+from xlapy.hlo.ir import HloInstruction
+from xlapy.runtime.thunks.kernel import KernelThunk
+from xlapy.shapes import ELEMENT_TYPES, parse_shape
+
+
+def _values(shape: str, seed: int) -> np.ndarray:
+    """Small multiples of 1/8 (or small integers, or booleans): exact in every type here."""
+    parsed = parse_shape(shape)
+    dtype = ELEMENT_TYPES[parsed.element_type].dtype
+    rng = np.random.default_rng(seed)
+    if parsed.element_type == "pred":
+        return rng.integers(0, 2, size=parsed.dimensions).astype(bool)
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(-100, 101, size=parsed.dimensions).astype(dtype)
+    return (rng.integers(-16, 17, size=parsed.dimensions) / 8).astype(dtype)
+
+
+def _kernels(executable: xlapy.Executable) -> list[KernelThunk]:
+    return [t for t in executable.thunks.walk() if isinstance(t, KernelThunk)]
+
+
+def _fusion(module: xlapy.HloModule) -> HloInstruction:
+    (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    return fusion
+
+
+def _transposed_shape(shape: str, permutation: tuple[int, ...], layout: str = "") -> str:
+    parsed = parse_shape(shape)
+    dims = [parsed.dimensions[p] for p in permutation]
+    return f"{parsed.element_type}[{','.join(map(str, dims))}]{layout}"
+
+
+# A lone transpose in a fusion of its own.
+TRANSPOSE = """HloModule transpose
+f {{ x = {shape} parameter(0)  ROOT t = {out} transpose(x), dimensions={{{perm}}} }}
+ENTRY e {{ p = {shape} parameter(0)  ROOT fusion = {out} fusion(p), kind=kLoop, calls=f }}
+"""
+
+
+def _transpose_module(shape: str, permutation: tuple[int, ...], out_layout: str = "") -> xlapy.HloModule:
+    return xlapy.parse_hlo(TRANSPOSE.format(shape=shape, out=_transposed_shape(shape, permutation, out_layout),
+                                            perm=",".join(map(str, permutation))))
+
+
+def _check_transpose_emitter(module: xlapy.HloModule, *args: np.ndarray) -> None:
+    executable = xlapy.compile(module, run_hlo_passes=False)
+    (thunk,) = _kernels(executable)
+    assert emitter_name(thunk.fusion, thunk.slice_indices) == "transpose"
+    assert_same(executable(*args), xlapy.evaluate(module, *args), exact_bits=True)
+
+
+@pytest.mark.parametrize(("shape", "permutation"), [
+    ("f32[64,64]", (1, 0)),           # whole tiles
+    ("f32[100,70]", (1, 0)),          # partial tiles along both dimensions
+    ("f32[3,40,50]", (0, 2, 1)),      # 021
+    ("f32[20,3,40]", (2, 1, 0)),      # 210
+    ("f32[40,50,2]", (1, 0, 2)),      # 102 with a minor dimension of 8 bytes
+    ("f32[33,1,17]", (2, 1, 0)),      # a unit dimension
+    ("f32[4,18,5,20]", (2, 3, 0, 1)), # dimensions that move together (2-D once normalized)
+])
+def test_transposes(shape: str, permutation: tuple[int, ...]) -> None:
+    _check_transpose_emitter(_transpose_module(shape, permutation), _values(shape, 1))
+
+
+@pytest.mark.parametrize("element_type", ["bf16", "s8", "pred", "f16", "s64", "u32", "f64"])
+def test_element_types(element_type: str) -> None:
+    shape = f"{element_type}[37,45]"
+    _check_transpose_emitter(_transpose_module(shape, (1, 0)), _values(shape, 2))
+
+
+@pytest.mark.parametrize(("shape", "permutation"), [("f32[5,24,40]", (0, 2, 1)), ("f32[20,3,40]", (2, 1, 0))])
+def test_every_output_element_is_written_by_one_iteration(shape: str, permutation: tuple[int, ...]) -> None:
+    fusion = _fusion(_transpose_module(shape, permutation))
+    module_op, launch = emit_transpose_fusion(fusion, Device.host())
+    main = next(op for op in module_op.ops if op.sym_name.data == "main")
+    (loop,) = [op for op in main.walk() if isinstance(op, LoopOp)]
+    indexing_map = loop.indexing_map_attr.indexing_map
+    dims = fusion.shape.dimensions
+    written = [tuple(indexing_map.evaluate([th, bl], [s]))
+               for th in range(launch.threads_per_block) for bl in range(launch.blocks)
+               for s in range(launch.vector_size) if indexing_map.contains([th, bl], [s])]
+    assert sorted(written) == list(itertools.product(*(range(d) for d in dims)))
+    assert launch.blocks * launch.elements_per_block >= math.prod(dims)
+
+
+# A prologue on the transposed operand (convert, exp-free arithmetic), an epilogue with an operand read at the
+# output's indices, and a side output computed from the transpose too.
+PROLOGUE_EPILOGUE = """HloModule prologue_epilogue
+f { x = f16[48,3,40] parameter(0)  y = f32[40,3,48] parameter(1)  c = f32[] constant(0.5)
+    xf = f32[48,3,40] convert(x)  n = f32[48,3,40] negate(xf)  t = f32[40,3,48] transpose(n), dimensions={2,1,0}
+    cb = f32[40,3,48] broadcast(c), dimensions={}  m = f32[40,3,48] multiply(t, cb)
+    ROOT a = f32[40,3,48] add(m, y) }
+ENTRY e { p = f16[48,3,40] parameter(0)  q = f32[40,3,48] parameter(1)
+          ROOT fusion = f32[40,3,48] fusion(p, q), kind=kLoop, calls=f }
+"""
+
+SIDE_OUTPUT = """HloModule side_output
+f { x = bf16[30,70] parameter(0)  t = bf16[70,30] transpose(x), dimensions={1,0}  e = bf16[70,30] abs(t)
+    ROOT r = (bf16[70,30], bf16[70,30]) tuple(t, e) }
+ENTRY e { p = bf16[30,70] parameter(0)
+          ROOT fusion = (bf16[70,30], bf16[70,30]) fusion(p), kind=kLoop, calls=f }
+"""
+
+
+def test_a_prologue_and_an_epilogue_reading_another_operand() -> None:
+    module = xlapy.parse_hlo(PROLOGUE_EPILOGUE)
+    _check_transpose_emitter(module, _values("f16[48,3,40]", 3), _values("f32[40,3,48]", 4))
+
+
+def test_a_side_output() -> None:
+    _check_transpose_emitter(xlapy.parse_hlo(SIDE_OUTPUT), _values("bf16[30,70]", 5))
+
+
+@pytest.mark.parametrize(("shape", "permutation", "out_layout", "emitter"), [
+    ("f32[64,48]{0,1}", (1, 0), "{0,1}", "transpose"),      # both column-major: a transpose in memory too
+    ("f32[64,48]{0,1}", (1, 0), "{1,0}", "transpose"),      # the same bytes in another order
+    ("f32[36,5,40]{2,1,0}", (2, 1, 0), "{1,0,2}", "transpose"),
+    ("f32[36,5,40]{1,2,0}", (0, 2, 1), "{2,0,1}", "loop"),  # a minor dimension of 5: not tiled
+])
+def test_layouts_other_than_the_default(shape: str, permutation: tuple[int, ...], out_layout: str,
+                                        emitter: str) -> None:
+    module = _transpose_module(shape, permutation, out_layout)
+    args = (_values(shape.split("{")[0], 6),)
+    executable = xlapy.compile(module, run_hlo_passes=False)
+    (thunk,) = _kernels(executable)
+    assert emitter_name(thunk.fusion) == emitter
+    assert_same(executable(*args), xlapy.evaluate(module, *args), exact_bits=True)
+
+
+def test_a_lone_transpose_through_the_whole_pipeline() -> None:
+    module = xlapy.parse_hlo("HloModule lone\nENTRY e { p = f32[4,50,70] parameter(0)\n"
+                             "  ROOT t = f32[4,70,50] transpose(p), dimensions={0,2,1} }")
+    args = (_values("f32[4,50,70]", 7),)
+    executable = xlapy.compile(module)
+    assert [emitter_name(t.fusion, t.slice_indices) for t in _kernels(executable)] == ["transpose"]
+    assert_same(executable(*args), xlapy.evaluate(module, *args), exact_bits=True)
+
+
+def test_tiles() -> None:
+    # A cache line of 64 bytes along the output's minor dimension, TILE along the dimension read from the
+    # operand's minor dimension, 1 along the others (at most each dimension).
+    hero = _fusion(_transpose_module("f32[64,256,256]", (2, 1, 0))).fused_computation.root
+    assert tile_sizes(hero) == [TILE, 1, 16]
+    hero = _fusion(_transpose_module("bf16[64,256,256]", (0, 2, 1))).fused_computation.root
+    assert tile_sizes(hero) == [1, TILE, 32]
+    hero = _fusion(_transpose_module("f32[64,20,256]", (0, 2, 1))).fused_computation.root
+    assert tile_sizes(hero) == [1, TILE, 16]
+    hero = _fusion(_transpose_module("f32[64,256,20]", (0, 2, 1))).fused_computation.root
+    assert tile_sizes(hero) == [1, 20, 16]
+    # The minor dimension stays in place (8 bytes): whole along it, tiles along the two others.
+    hero = _fusion(_transpose_module("f32[40,50,2]", (1, 0, 2))).fused_computation.root
+    assert tile_sizes(hero) == [TILE, TILE, 2]
+
+
+@pytest.mark.parametrize("fused", [
+    # The roots have other dimensions than the transpose: the loop emitter.
+    "x = f32[40,48] parameter(0)  t = f32[48,40] transpose(x), dimensions={1,0}  ROOT r = f32[1920] reshape(t)",
+    # The minor dimension stays in place and is wide: not a tiled transpose.
+    "x = f32[40,48,16] parameter(0)  ROOT t = f32[48,40,16] transpose(x), dimensions={1,0,2}",
+])
+def test_fusions_the_loop_emitter_writes(fused: str) -> None:
+    shape = "f32[40,48]" if "reshape" in fused else "f32[40,48,16]"
+    out = fused.split("ROOT r = " if "reshape" in fused else "ROOT t = ")[1].split(" ")[0]
+    module = xlapy.parse_hlo(f"HloModule m\nf {{ {fused} }}\nENTRY e {{ p = {shape} parameter(0)\n"
+                             f"  ROOT fusion = {out} fusion(p), kind=kLoop, calls=f }}")
+    fusion = _fusion(module)
+    assert emitter_name(fusion) == "loop" and transpose_hero(fusion) is None
+    with pytest.raises(VerifyError, match="not a transpose fusion"):
+        emit_transpose_fusion(fusion, Device.host())
+    args = (_values(shape, 8),)
+    assert_same(xlapy.compile(module, run_hlo_passes=False)(*args), xlapy.evaluate(module, *args), exact_bits=True)
