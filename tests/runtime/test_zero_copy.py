@@ -297,3 +297,15 @@ def test_corpus_programs_on_read_only_arguments(name, source, monkeypatch):
         assert_same(g, e, **keywords, flush=True, context=f"{name} output {i}")
     assert_same(args, kept, exact_bits=True)
     _assert_no_sharing([g for g in got if isinstance(g, np.ndarray)], args)
+
+
+def test_a_result_in_another_order_of_dimensions_is_handed_over_as_a_view():
+    # As XLA leaves a result in its layout: the caller gets the new memory, viewed in logical order.
+    module, executable = _compile("""HloModule transposed_result
+ENTRY e { x = f32[256,256] parameter(0)  ROOT n = f32[256,256]{0,1} negate(x) }
+""")
+    (x,) = _matrices(5, count=1)
+    first, second = executable(x), executable(x)
+    assert_same(first, xlapy.evaluate(module, x), exact_bits=True)
+    assert first.flags.f_contiguous and not first.flags.c_contiguous
+    _assert_no_sharing([first, second], [x])

@@ -45,6 +45,7 @@ from xlapy.runtime.thunks.base import (
 )
 from xlapy.runtime.thunks.kernel import KernelThunk
 from xlapy.shapes import Shape
+from xlapy.shapes.indexing import logical_view, major_to_minor_permutation
 from xlapy.transforms.call_graph import clone_module
 
 
@@ -280,9 +281,9 @@ class _ResultLeaf:
 def _result_leaves(assignment: BufferAssignment, root: HloInstruction, shape: Shape, index: tuple[int, ...],
                    handed: set[int]) -> _ResultLeaf | tuple | None:
     """The entry result's leaves, as nested tuples (None for a token). An allocation of its own (kind "output",
-    ``IN_PLACE_BYTES`` at least) holding a row-major array is handed to the caller, once: a second leaf in the
-    same bytes is a copy, as are results that are parameters or constants (their bytes are the caller's or the
-    executable's)."""
+    ``IN_PLACE_BYTES`` at least) holding an array in a plain order of its dimensions is handed to the caller,
+    once: a second leaf in the same bytes is a copy, as are results that are parameters or constants (their
+    bytes are the caller's or the executable's)."""
     if shape.is_tuple:
         return tuple(_result_leaves(assignment, root, element, (*index, i), handed)
                      for i, element in enumerate(shape.tuple_shapes))
@@ -290,7 +291,7 @@ def _result_leaves(assignment: BufferAssignment, root: HloInstruction, shape: Sh
         return None
     piece = assignment.slice(root, index)
     allocation = assignment.allocations[piece.allocation]
-    hand = (allocation.kind == "output" and piece.offset == 0 and is_default_layout(shape)
+    hand = (allocation.kind == "output" and piece.offset == 0 and major_to_minor_permutation(shape) is not None
             and allocation.size >= IN_PLACE_BYTES and piece.allocation not in handed)
     if hand:
         handed.add(piece.allocation)
@@ -304,7 +305,9 @@ def _read(context: ExecutionContext, node: _ResultLeaf | tuple | None) -> np.nda
         return tuple(_read(context, element) for element in node)
     if node.handed:
         nbytes, dtype = buffer_bytes(node.shape), dtype_of(node.shape)
-        return context.allocations.get(node.slice.allocation)[:nbytes].view(dtype).reshape(node.shape.dimensions)
+        # A plain order of the dimensions is handed over as a strided view of the caller's new memory, as XLA
+        # leaves results in their layout.
+        return logical_view(context.allocations.get(node.slice.allocation)[:nbytes].view(dtype), node.shape)
     return from_buffer(context.array(node.slice, node.shape), node.shape)
 
 

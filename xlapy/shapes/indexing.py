@@ -198,11 +198,37 @@ def physical_byte_size(shape: Shape) -> int:
     return count * shape.type.byte_width
 
 
+def major_to_minor_permutation(shape: Shape) -> tuple[int, ...] | None:
+    """The dimensions of ``shape`` from major to minor when its buffer is exactly its elements in that order
+    (no tiles, padding or packing), so that the logical array is a transposed view of the reshaped buffer;
+    None otherwise."""
+    layout = shape.layout
+    rank = len(shape.dimensions)
+    if layout is None:
+        return tuple(range(rank))
+    if layout.tiles or layout.tail_padding_alignment_in_elements != 1 or layout.element_size_in_bits or \
+            layout.is_sparse or sorted(layout.minor_to_major) != list(range(rank)):
+        return None
+    return tuple(reversed(layout.minor_to_major))
+
+
+def logical_view(buffer: np.ndarray, shape: Shape) -> np.ndarray | None:
+    """The logical array of ``shape`` as a (strided) view of its flat physical ``buffer``, when the layout is
+    a plain order of the dimensions (``major_to_minor_permutation``); None otherwise."""
+    order = major_to_minor_permutation(shape)
+    if order is None:
+        return None
+    return buffer.reshape([shape.dimensions[d] for d in order]).transpose(np.argsort(order))
+
+
 def to_physical(array: np.ndarray, shape: Shape, pad_value: object = 0) -> np.ndarray:
     """Lay out the logical ``array`` as ``shape`` does: a 1-D buffer with padding."""
     array = np.asarray(array)
     if array.shape != tuple(shape.dimensions):
         raise XlapyError(f"array of shape {array.shape} does not match {shape}")
+    order = major_to_minor_permutation(shape)
+    if order is not None:  # a plain order of the dimensions: numpy's transposed copy
+        return array.transpose(order).flatten()
     physical = physical_layout(shape)
     buffer = np.full(physical.element_count, pad_value, dtype=array.dtype)
     buffer[physical.linear_indices().ravel()] = array.ravel()
@@ -216,4 +242,7 @@ def from_physical(buffer: np.ndarray, shape: Shape) -> np.ndarray:
     if buffer.size != physical.element_count:
         raise XlapyError(f"buffer of {buffer.size} elements does not match {shape} "
                          f"({physical.element_count} elements)")
+    view = logical_view(buffer, shape)
+    if view is not None:
+        return view.copy()
     return buffer[physical.linear_indices()]
