@@ -146,6 +146,37 @@ CHECK: ROOT %fusion = f32[8]{0} fusion(%p0, %p1), kind=kLoop
 """, tmp_path)
 
 
+def test_a_variadic_reduce_takes_its_iota(tmp_path) -> None:
+    # XLA:CPU makes argmax one fusion (its iota_reduce_fusion): the index operand is computed in the kernel.
+    text = fused("""argmax {
+  v0 = f32[] parameter(0)
+  i0 = s32[] parameter(1)
+  v1 = f32[] parameter(2)
+  i1 = s32[] parameter(3)
+  gt = pred[] compare(v0, v1), direction=GT
+  v = f32[] select(gt, v0, v1)
+  i = s32[] select(gt, i0, i1)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+
+ENTRY main {
+  p0 = f32[8,16] parameter(0)
+  iota = s32[8,16] iota(), iota_dimension=1
+  lowest = f32[] constant(-inf)
+  zero = s32[] constant(0)
+  r = (f32[8], s32[8]) reduce(p0, iota, lowest, zero), dimensions={1}, to_apply=argmax
+  ROOT index = s32[8] get-tuple-element(r), index=1
+}""")
+    filecheck(text, """
+CHECK: %fused_computation
+CHECK: iota()
+CHECK: ROOT {{.*}} = (f32[8]{0}, s32[8]{0}) reduce(
+CHECK: ENTRY
+CHECK: %fusion = (f32[8]{0}, s32[8]{0}) fusion(%p0), kind=kLoop
+CHECK: ROOT %index = s32[8]{0} get-tuple-element(%fusion), index=1
+""", tmp_path)
+
+
 def test_expensive_producer_is_not_fused_into_a_broadcast() -> None:
     module = parse_module(fused("""ENTRY main {
   p0 = f32[8] parameter(0)

@@ -89,8 +89,14 @@ def _is_canonical_gather(instr: HloInstruction) -> bool:
 def is_loop_emittable(instr: HloInstruction) -> bool:
     """Whether the loop emitter can compute ``instr`` inside a fusion, as far
     as its opcode, element types and form tell."""
-    if instr.opcode not in LOOP_EMITTER_OPCODES or instr.shape.is_tuple:
+    if instr.opcode not in LOOP_EMITTER_OPCODES:
         return False
+    if instr.shape.is_tuple:
+        # A variadic reduce (argmax's value and index) is emitted as the fused root, one output per element.
+        if instr.opcode != "reduce" or any(s.is_tuple for s in instr.shape.tuple_shapes):
+            return False
+        return not any(_is_complex(s.element_type) for s in instr.shape.tuple_shapes) and \
+            not any(o.shape.is_tuple for o in instr.operands)
     types = [instr.shape.element_type, *(o.shape.element_type for o in instr.operands)]
     if any(o.shape.is_tuple for o in instr.operands):
         return False

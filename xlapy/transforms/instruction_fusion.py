@@ -389,7 +389,9 @@ class InstructionFusion(HloPass):
         if producer.control_predecessors or producer.control_successors:
             return False
         if consumer.opcode != "fusion":
-            if not self.can_be_loop_fused(consumer) or consumer.shape.is_tuple:
+            # A tuple-shaped consumer is a variadic reduce (``is_loop_emittable``): it takes producers as the
+            # root of its fusion, as XLA fuses argmax's iota into its reduce.
+            if not self.can_be_loop_fused(consumer):
                 return False
             if consumer.control_predecessors or consumer.control_successors:
                 return False
