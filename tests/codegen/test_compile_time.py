@@ -13,7 +13,6 @@ from tools.loop_fusion_corpus import single_fusion
 from xlapy.codegen.backends.cpu import CpuKernel, translate_module
 from xlapy.codegen.launch import Device
 from xlapy.codegen.pipeline import lower_fusion
-from xlapy.runtime.kernel_cache import clear_memory_cache
 
 _ADD = """
 add {
@@ -24,12 +23,7 @@ add {
 """
 
 
-@pytest.fixture(autouse=True, scope="module")
-def fresh_kernel_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("XLAPY_CACHE_DIR", str(tmp_path_factory.mktemp("kernel_cache")))
-        clear_memory_cache()
-        yield
+pytestmark = pytest.mark.usefixtures("fresh_kernel_cache")
 
 
 def _full_sum(rows: int, columns: int) -> str:

@@ -24,12 +24,12 @@ import numpy as np
 import pytest
 
 import xlapy
+from tests.codegen.emitter_cases import assert_sum_within_bound
 from tools.loop_fusion_compare import assert_within_ulps, random_arguments
 from tools.loop_fusion_corpus import single_fusion
 from xlapy.codegen.fusion_checks import unsupported_fused_ops
 from xlapy.codegen.partitioner import partition
 from xlapy.errors import UnimplementedError
-from xlapy.runtime.kernel_cache import clear_memory_cache
 
 _ADD = """
 add {
@@ -40,12 +40,7 @@ add {
 """
 
 
-@pytest.fixture(autouse=True, scope="module")
-def fresh_kernel_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("XLAPY_CACHE_DIR", str(tmp_path_factory.mktemp("kernel_cache")))
-        clear_memory_cache()
-        yield
+pytestmark = pytest.mark.usefixtures("fresh_kernel_cache")
 
 
 def _compile(text: str):
@@ -60,16 +55,6 @@ def _sequential_sum(x: np.ndarray, init: np.ndarray, axes: tuple[int, ...]) -> n
     for k in range(flat.shape[-1]):
         accumulator = accumulator + flat[..., k]
     return accumulator
-
-
-def _assert_sum_within_bound(got: np.ndarray, expected: np.ndarray, x: np.ndarray, init: float,
-                             axes: tuple[int, ...]) -> None:
-    n = int(np.prod([x.shape[d] for d in axes])) + 1
-    u = np.finfo(x.dtype).eps / 2
-    gamma = n * u / (1 - n * u)
-    magnitude = np.sum(np.abs(x.astype(np.float64)), axis=axes) + abs(init)
-    error = np.abs(got.astype(np.float64) - expected.astype(np.float64))
-    assert np.all(error <= 2 * gamma * magnitude), f"largest error {np.max(error - 2 * gamma * magnitude)} over bound"
 
 
 @pytest.mark.parametrize(("dtype", "shape", "axes"), [
@@ -90,7 +75,7 @@ def test_float_sum_in_xla_elemental_order(dtype: str, shape: tuple[int, ...], ax
     init = x.dtype.type(0.375)
     got = _compile(text)(x, init)
     np.testing.assert_array_equal(got, _sequential_sum(x, init, axes))
-    _assert_sum_within_bound(got, xlapy.evaluate(module, x, init), x, float(init), axes)
+    assert_sum_within_bound(got, xlapy.evaluate(module, x, init), x, float(init), axes)
 
 
 def test_softmax_with_two_reductions():

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 import xlapy
+from tests.codegen.emitter_cases import assert_sum_within_bound
 from tools.loop_fusion_corpus import single_fusion
 from xlapy.codegen.launch import Device
 from xlapy.codegen.pipeline import Dumper, lower_fusion
-from xlapy.runtime.kernel_cache import clear_memory_cache
 
 _REDUCER = """
 {name} {{
@@ -33,12 +33,7 @@ _REDUCER = """
 """
 
 
-@pytest.fixture(autouse=True, scope="module")
-def fresh_kernel_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("XLAPY_CACHE_DIR", str(tmp_path_factory.mktemp("kernel_cache")))
-        clear_memory_cache()
-        yield
+pytestmark = pytest.mark.usefixtures("fresh_kernel_cache")
 
 
 def _reduce_module(dtype: str, shape: tuple[int, ...], axes: tuple[int, ...], op: str = "add",
@@ -95,16 +90,6 @@ def _partial_accumulators(x: np.ndarray, init, axes: tuple[int, ...], identity, 
     return combine(np.full(partials.shape[:-1], init, x.dtype), partials[..., 0])
 
 
-def _assert_sum_within_bound(got: np.ndarray, expected: np.ndarray, x: np.ndarray, init: float,
-                             axes: tuple[int, ...]) -> None:
-    n = int(np.prod([x.shape[d] for d in axes])) + 1
-    u = np.finfo(x.dtype).eps / 2
-    gamma = n * u / (1 - n * u)
-    magnitude = np.sum(np.abs(x.astype(np.float64)), axis=axes) + abs(init)
-    error = np.abs(got.astype(np.float64) - np.asarray(expected, np.float64))
-    assert np.all(error <= 2 * gamma * magnitude), f"largest error {np.max(error - 2 * gamma * magnitude)} over bound"
-
-
 # -- column-style: vector accumulators across output elements --------------------------------------------------
 
 
@@ -150,7 +135,7 @@ def test_row_sums_in_the_partial_accumulator_order(dtype: str, shape, axes, tmp_
     init = x.dtype.type(0.375)  # not the identity: combined once
     got = _run(text, x, init)
     np.testing.assert_array_equal(got, _partial_accumulators(x, init, axes, x.dtype.type(-0.0)))
-    _assert_sum_within_bound(got, xlapy.evaluate(xlapy.parse_hlo(text), x, init), x, float(init), axes)
+    assert_sum_within_bound(got, xlapy.evaluate(xlapy.parse_hlo(text), x, init), x, float(init), axes)
     _, lowered = _lowered_text(text, tmp_path)
     lanes = 64 // x.itemsize
     assert f"-> (vector<{lanes}x{dtype}>)" in lowered  # the chunk loop carries the partial accumulators

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import xlapy
+from tests.codegen.emitter_cases import exact_values, kernel_thunks
 from tools.compare import assert_same
 from xlapy.codegen.backends.cpu import CpuKernel
 from xlapy.codegen.dialect import LoopOp
@@ -28,24 +29,8 @@ from xlapy.shapes import ELEMENT_TYPES, parse_shape
 IN_PLACE = "in_place_dynamic_update_slice"
 
 
-def _values(shape: str, seed: int) -> np.ndarray:
-    """Small multiples of 1/8 (or small integers, or booleans): exact in every type here."""
-    parsed = parse_shape(shape)
-    dtype = ELEMENT_TYPES[parsed.element_type].dtype
-    rng = np.random.default_rng(seed)
-    if parsed.element_type == "pred":
-        return rng.integers(0, 2, size=parsed.dimensions).astype(bool)
-    if np.issubdtype(dtype, np.integer):
-        return rng.integers(-100, 101, size=parsed.dimensions).astype(dtype)
-    return (rng.integers(-16, 17, size=parsed.dimensions) / 8).astype(dtype)
-
-
-def _kernel_thunks(executable: xlapy.Executable) -> list[KernelThunk]:
-    return [t for t in executable.thunks.walk() if isinstance(t, KernelThunk)]
-
-
 def _in_place_kernels(executable: xlapy.Executable) -> list[KernelThunk]:
-    return [t for t in _kernel_thunks(executable) if emitter_name(t.fusion, t.slice_indices) == IN_PLACE]
+    return [t for t in kernel_thunks(executable) if emitter_name(t.fusion, t.slice_indices) == IN_PLACE]
 
 
 def _fusion(module: xlapy.HloModule) -> HloInstruction:
@@ -86,7 +71,7 @@ def test_an_update_is_written_in_place_over_its_window_only(shape: str, update: 
     rank = len(parse_shape(shape).dimensions)
     # Inside: small starts; clamped: below zero and past the end, alternately.
     values = [1 + d for d in range(rank)] if starts == "inside" else [(-7, 5000)[d % 2] for d in range(rank)]
-    args = (_values(shape, 1), _values(update, 2), *(np.int32(v) for v in values))
+    args = (exact_values(shape, 1), exact_values(update, 2), *(np.int32(v) for v in values))
     executable = xlapy.compile(module, run_hlo_passes=False)
     (thunk,) = _in_place_kernels(executable)
     assert thunk.elements == math.prod(parse_shape(update).dimensions)
@@ -100,7 +85,7 @@ def test_element_and_index_types(element_type: str, index_type: str) -> None:
     module = _update_module(shape, update, index_type)
     index_dtype = ELEMENT_TYPES[index_type].dtype
     for starts in ((4, 20), (200, 7), (0, 255)):  # clamped past the end (unsigned: never below zero)
-        args = (_values(shape, 3), _values(update, 4), *(index_dtype.type(s) for s in starts))
+        args = (exact_values(shape, 3), exact_values(update, 4), *(index_dtype.type(s) for s in starts))
         executable = xlapy.compile(module, run_hlo_passes=False)
         assert len(_in_place_kernels(executable)) == 1
         assert_same(executable(*args), xlapy.evaluate(module, *args), exact_bits=True)
@@ -108,7 +93,7 @@ def test_element_and_index_types(element_type: str, index_type: str) -> None:
 
 def test_negative_starts_of_a_signed_narrow_index_type_are_clamped_to_zero() -> None:
     module = _update_module("f32[9,20]", "f32[4,6]", "s8")
-    args = (_values("f32[9,20]", 5), _values("f32[4,6]", 6), np.int8(-128), np.int8(-1))
+    args = (exact_values("f32[9,20]", 5), exact_values("f32[4,6]", 6), np.int8(-128), np.int8(-1))
     executable = xlapy.compile(module, run_hlo_passes=False)
     assert len(_in_place_kernels(executable)) == 1
     assert_same(executable(*args), xlapy.evaluate(module, *args), exact_bits=True)
@@ -132,7 +117,7 @@ ENTRY e { p = f32[32,48] parameter(0)  v = f16[4,48] parameter(1)  r = f32[48] p
 @pytest.mark.parametrize("k", [0, 3, 5, -9])
 def test_an_update_computed_by_elementwise_ops_from_other_operands(k: int) -> None:
     module = xlapy.parse_hlo(COMPUTED_UPDATE)
-    args = (_values("f32[32,48]", 7), _values("f16[4,48]", 8), _values("f32[48]", 9), np.int32(k),
+    args = (exact_values("f32[32,48]", 7), exact_values("f16[4,48]", 8), exact_values("f32[48]", 9), np.int32(k),
             np.float32(0.25))
     executable = xlapy.compile(module, run_hlo_passes=False)
     assert len(_in_place_kernels(executable)) == 1
@@ -161,7 +146,7 @@ def test_reads_of_the_updated_operand(read_start: str, read: str, in_place: bool
     executable = xlapy.compile(module, run_hlo_passes=False)
     assert len(_in_place_kernels(executable)) == int(in_place)
     for i, j in ((3, 6), (-2, 38), (37, 0)):
-        args = (_values("f32[40,24]", 10), _values("f32[5,24]", 11), np.int32(i), np.int32(j))
+        args = (exact_values("f32[40,24]", 10), exact_values("f32[5,24]", 11), np.int32(i), np.int32(j))
         assert_same(executable(*args), xlapy.evaluate(module, *args), exact_bits=True)
 
 
@@ -173,10 +158,10 @@ def test_without_a_shared_slice_the_loop_emitter_writes_the_whole_output() -> No
                              .replace("a = f32[64] negate(p)  ROOT fusion = f32[64] fusion(a,",
                                       "ROOT fusion = f32[64] fusion(p,"))
     executable = xlapy.compile(module, run_hlo_passes=False)  # p is a parameter: never written over
-    (thunk,) = _kernel_thunks(executable)
+    (thunk,) = kernel_thunks(executable)
     assert thunk.slice_indices is None and thunk.elements == 64
     assert emitter_name(thunk.fusion, thunk.slice_indices) == "loop"
-    args = (_values("f32[64]", 12), _values("f32[8]", 13), np.int32(60))
+    args = (exact_values("f32[64]", 12), exact_values("f32[8]", 13), np.int32(60))
     assert_same(executable(*args), xlapy.evaluate(module, *args), exact_bits=True)
 
 
@@ -233,8 +218,8 @@ def test_a_multi_output_fusion_updates_each_operand_in_place(start: int) -> None
     fusion = _fusion(module)
     slices = (0, 1, 2, 3, 4, 0, 1)
     assert emitter_name(fusion, slices) == IN_PLACE
-    args = [_values("f32[10,8]", 14), _values("s32[6,8]", 15), _values("f32[2,8]", 16), _values("s32[2,8]", 17),
-            np.int32(start)]
+    args = [exact_values("f32[10,8]", 14), exact_values("s32[6,8]", 15), exact_values("f32[2,8]", 16),
+            exact_values("s32[2,8]", 17), np.int32(start)]
     expected = xlapy.evaluate(module, *args)
     buffers = [np.array(a).reshape(-1) for a in args]
     _run_kernel(fusion, slices, buffers)

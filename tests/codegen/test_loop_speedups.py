@@ -19,15 +19,8 @@ from xlapy.codegen.launch import Device
 from xlapy.codegen.mlir_text import make_context, parse_mlir, print_mlir
 from xlapy.codegen.passes.simplify_arith import SimplifyArithPass
 from xlapy.codegen.pipeline import Dumper, emitter_name, lower_fusion
-from xlapy.runtime.kernel_cache import clear_memory_cache
 
-
-@pytest.fixture(autouse=True, scope="module")
-def fresh_kernel_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("XLAPY_CACHE_DIR", str(tmp_path_factory.mktemp("kernel_cache")))
-        clear_memory_cache()
-        yield
+pytestmark = pytest.mark.usefixtures("fresh_kernel_cache")
 
 
 def _concatenate(shapes: list[str], result: str, dimension: int, dtype: str = "f32") -> str:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import xlapy
+from tests.codegen.emitter_cases import exact_values, kernel_thunks
 from tools.compare import assert_same
 from xlapy.codegen.backends.cpu import CpuKernel
 from xlapy.codegen.dialect import LoopOp, PureCallOp
@@ -17,8 +18,7 @@ from xlapy.codegen.launch import Device
 from xlapy.codegen.pipeline import emitter_name, lower_fusion
 from xlapy.errors import UnimplementedError
 from xlapy.hlo.ir import HloInstruction
-from xlapy.runtime.thunks.kernel import KernelThunk
-from xlapy.shapes import ELEMENT_TYPES, parse_shape
+from xlapy.shapes import ELEMENT_TYPES
 
 COMBINERS = {
     "add": "a = {t}[] parameter(0)  b = {t}[] parameter(1)  ROOT c = {t}[] add(a, b)",
@@ -77,14 +77,7 @@ CASES = {
 
 def _values(shape: str, seed: int) -> np.ndarray:
     """Small multiples of 1/4 (small integers, booleans) of few significant bits."""
-    parsed = parse_shape(shape)
-    dtype = ELEMENT_TYPES[parsed.element_type].dtype
-    rng = np.random.default_rng(seed)
-    if parsed.element_type == "pred":
-        return rng.integers(0, 2, size=parsed.dimensions).astype(bool)
-    if np.issubdtype(dtype, np.integer):
-        return rng.integers(-9, 10, size=parsed.dimensions).astype(dtype)
-    return (rng.integers(-12, 13, size=parsed.dimensions) / 4).astype(dtype)
+    return exact_values(shape, seed, integer_bound=9, steps=12, denominator=4)
 
 
 def _module(case: str, combiner: str = "add", element_type: str = "f32", index_type: str = "s32") -> xlapy.HloModule:
@@ -101,13 +94,9 @@ def _arguments(case: str, element_type: str = "f32", index_type: str = "s32") ->
             _values(element_type + updates, 2))
 
 
-def _kernel_thunks(executable: xlapy.Executable) -> list[KernelThunk]:
-    return [t for t in executable.thunks.walk() if isinstance(t, KernelThunk)]
-
-
 def _assert_matches_interpreter(module: xlapy.HloModule, args: tuple) -> xlapy.Executable:
     executable = xlapy.compile(module, run_hlo_passes=False)
-    (thunk,) = [t for t in _kernel_thunks(executable) if emitter_name(t.fusion, t.slice_indices) == "scatter"]
+    (thunk,) = [t for t in kernel_thunks(executable) if emitter_name(t.fusion, t.slice_indices) == "scatter"]
     assert thunk.blocks == 1 and thunk.elements == 1  # one thread applies the updates in order
     assert_same(executable(*args), xlapy.evaluate(module, *args), exact_bits=True)
     return executable
@@ -261,7 +250,7 @@ def test_xla_optimized_corpus_programs(program: str) -> None:
     fn, args = PROGRAMS[program]
     module = optimized_from_jax(fn, *args)
     executable = xlapy.compile(module, run_hlo_passes=False)
-    assert any(emitter_name(t.fusion, t.slice_indices) == "scatter" for t in _kernel_thunks(executable))
+    assert any(emitter_name(t.fusion, t.slice_indices) == "scatter" for t in kernel_thunks(executable))
     arguments = flat_arguments(program)
     assert_same(executable(*arguments), xlapy.evaluate(module, *arguments), exact_bits=True)
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import xlapy
+from tests.codegen.emitter_cases import exact_values, kernel_thunks
 from tools.compare import assert_same
 from xlapy.codegen.dialect import LoopOp
 from xlapy.codegen.emitters.transpose import TILE, emit_transpose_fusion, tile_sizes, transpose_hero
@@ -18,24 +19,7 @@ from xlapy.codegen.launch import Device
 from xlapy.codegen.pipeline import emitter_name
 from xlapy.errors import VerifyError
 from xlapy.hlo.ir import HloInstruction
-from xlapy.runtime.thunks.kernel import KernelThunk
-from xlapy.shapes import ELEMENT_TYPES, parse_shape
-
-
-def _values(shape: str, seed: int) -> np.ndarray:
-    """Small multiples of 1/8 (or small integers, or booleans): exact in every type here."""
-    parsed = parse_shape(shape)
-    dtype = ELEMENT_TYPES[parsed.element_type].dtype
-    rng = np.random.default_rng(seed)
-    if parsed.element_type == "pred":
-        return rng.integers(0, 2, size=parsed.dimensions).astype(bool)
-    if np.issubdtype(dtype, np.integer):
-        return rng.integers(-100, 101, size=parsed.dimensions).astype(dtype)
-    return (rng.integers(-16, 17, size=parsed.dimensions) / 8).astype(dtype)
-
-
-def _kernels(executable: xlapy.Executable) -> list[KernelThunk]:
-    return [t for t in executable.thunks.walk() if isinstance(t, KernelThunk)]
+from xlapy.shapes import parse_shape
 
 
 def _fusion(module: xlapy.HloModule) -> HloInstruction:
@@ -63,7 +47,7 @@ def _transpose_module(shape: str, permutation: tuple[int, ...], out_layout: str 
 
 def _check_transpose_emitter(module: xlapy.HloModule, *args: np.ndarray) -> None:
     executable = xlapy.compile(module, run_hlo_passes=False)
-    (thunk,) = _kernels(executable)
+    (thunk,) = kernel_thunks(executable)
     assert emitter_name(thunk.fusion, thunk.slice_indices) == "transpose"
     assert_same(executable(*args), xlapy.evaluate(module, *args), exact_bits=True)
 
@@ -78,13 +62,13 @@ def _check_transpose_emitter(module: xlapy.HloModule, *args: np.ndarray) -> None
     ("f32[4,18,5,20]", (2, 3, 0, 1)), # dimensions that move together (2-D once normalized)
 ])
 def test_transposes(shape: str, permutation: tuple[int, ...]) -> None:
-    _check_transpose_emitter(_transpose_module(shape, permutation), _values(shape, 1))
+    _check_transpose_emitter(_transpose_module(shape, permutation), exact_values(shape, 1))
 
 
 @pytest.mark.parametrize("element_type", ["bf16", "s8", "pred", "f16", "s64", "u32", "f64"])
 def test_element_types(element_type: str) -> None:
     shape = f"{element_type}[37,45]"
-    _check_transpose_emitter(_transpose_module(shape, (1, 0)), _values(shape, 2))
+    _check_transpose_emitter(_transpose_module(shape, (1, 0)), exact_values(shape, 2))
 
 
 @pytest.mark.parametrize(("shape", "permutation"), [("f32[5,24,40]", (0, 2, 1)), ("f32[20,3,40]", (2, 1, 0))])
@@ -123,11 +107,11 @@ ENTRY e { p = bf16[30,70] parameter(0)
 
 def test_a_prologue_and_an_epilogue_reading_another_operand() -> None:
     module = xlapy.parse_hlo(PROLOGUE_EPILOGUE)
-    _check_transpose_emitter(module, _values("f16[48,3,40]", 3), _values("f32[40,3,48]", 4))
+    _check_transpose_emitter(module, exact_values("f16[48,3,40]", 3), exact_values("f32[40,3,48]", 4))
 
 
 def test_a_side_output() -> None:
-    _check_transpose_emitter(xlapy.parse_hlo(SIDE_OUTPUT), _values("bf16[30,70]", 5))
+    _check_transpose_emitter(xlapy.parse_hlo(SIDE_OUTPUT), exact_values("bf16[30,70]", 5))
 
 
 @pytest.mark.parametrize(("shape", "permutation", "out_layout", "emitter"), [
@@ -139,9 +123,9 @@ def test_a_side_output() -> None:
 def test_layouts_other_than_the_default(shape: str, permutation: tuple[int, ...], out_layout: str,
                                         emitter: str) -> None:
     module = _transpose_module(shape, permutation, out_layout)
-    args = (_values(shape.split("{")[0], 6),)
+    args = (exact_values(shape.split("{")[0], 6),)
     executable = xlapy.compile(module, run_hlo_passes=False)
-    (thunk,) = _kernels(executable)
+    (thunk,) = kernel_thunks(executable)
     assert emitter_name(thunk.fusion) == emitter
     assert_same(executable(*args), xlapy.evaluate(module, *args), exact_bits=True)
 
@@ -149,9 +133,9 @@ def test_layouts_other_than_the_default(shape: str, permutation: tuple[int, ...]
 def test_a_lone_transpose_through_the_whole_pipeline() -> None:
     module = xlapy.parse_hlo("HloModule lone\nENTRY e { p = f32[4,50,70] parameter(0)\n"
                              "  ROOT t = f32[4,70,50] transpose(p), dimensions={0,2,1} }")
-    args = (_values("f32[4,50,70]", 7),)
+    args = (exact_values("f32[4,50,70]", 7),)
     executable = xlapy.compile(module)
-    assert [emitter_name(t.fusion, t.slice_indices) for t in _kernels(executable)] == ["transpose"]
+    assert [emitter_name(t.fusion, t.slice_indices) for t in kernel_thunks(executable)] == ["transpose"]
     assert_same(executable(*args), xlapy.evaluate(module, *args), exact_bits=True)
 
 
@@ -186,5 +170,5 @@ def test_fusions_the_loop_emitter_writes(fused: str) -> None:
     assert emitter_name(fusion) == "loop" and transpose_hero(fusion) is None
     with pytest.raises(VerifyError, match="not a transpose fusion"):
         emit_transpose_fusion(fusion, Device.host())
-    args = (_values(shape, 8),)
+    args = (exact_values(shape, 8),)
     assert_same(xlapy.compile(module, run_hlo_passes=False)(*args), xlapy.evaluate(module, *args), exact_bits=True)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import xlapy
+from tests.runtime.threaded_calls import call_from_threads
 from tools.compare import assert_same
 from xlapy.buffers.assignment import BufferSlice
 from xlapy.errors import VerifyError
@@ -119,24 +120,7 @@ def test_calls_from_several_threads_get_allocations_of_their_own():
     module, executable = _compile(LOOP)
     cases = [(np.int32(n), np.full(8, n, np.float32)) for n in range(8)]
     expected = [xlapy.evaluate(module, *case) for case in cases]
-    got: dict[int, object] = {}
-    barrier = threading.Barrier(4)
-
-    def work(worker: int) -> None:
-        barrier.wait()
-        for _ in range(5):
-            for number in range(worker, len(cases), 4):
-                got[number] = executable(*cases[number])
-                assert_same(got[number], expected[number], exact_bits=True)
-
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert sorted(got) == list(range(len(cases)))
-    for number, value in got.items():
-        assert_same(value, expected[number], exact_bits=True)
+    call_from_threads(executable, cases, expected, workers=4, rounds=5)
 
 
 def test_a_kernel_whose_buffers_do_not_fit_is_refused_on_every_call():

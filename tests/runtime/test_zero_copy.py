@@ -7,7 +7,6 @@ what may not be shared is checked with ``np.shares_memory``."""
 from __future__ import annotations
 
 import gc
-import threading
 import tracemalloc
 import weakref
 
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 
 import xlapy
+from tests.runtime.threaded_calls import call_from_threads
 from tools.compare import assert_same
 from xlapy.runtime import executable as executable_module
 from xlapy.runtime.executable import IN_PLACE_BYTES
@@ -229,24 +229,7 @@ def test_calls_from_two_threads_at_once():
             for array in case:
                 array.flags.writeable = False
     expected = [xlapy.evaluate(module, *case) for case in cases]
-    got: dict[int, tuple] = {}
-    barrier = threading.Barrier(2)
-
-    def work(worker: int) -> None:
-        barrier.wait()
-        for _ in range(4):
-            for number in range(worker, len(cases), 2):
-                got[number] = executable(*cases[number])
-                assert_same(got[number], expected[number], exact_bits=True)
-
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert sorted(got) == list(range(len(cases)))
-    for number, value in got.items():
-        assert_same(value, expected[number], exact_bits=True)
+    got = call_from_threads(executable, cases, expected, workers=2, rounds=4)
     _assert_no_sharing([array for value in got.values() for array in value],
                        [array for case in cases for array in case])
 

@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from xdsl.builder import Builder
 from xdsl.dialects import func, tensor
 from xdsl.dialects.builtin import ModuleOp, StringAttr, SymbolRefAttr
-from xdsl.ir import Block, Region
+from xdsl.ir import Region
 from xdsl.rewriter import InsertPoint
 
-from xlapy.codegen.dialect import BlockIdOp, LoopOp, PureCallOp, ThreadIdOp, YieldOp
+from xlapy.codegen.dialect import LoopOp, PureCallOp, YieldOp
 from xlapy.codegen.elemental_rules import CalledFunctions, buffer_arguments, emit_subgraph_function, result_types
-from xlapy.codegen.emitters.loop import ENTRY_NAME, mark_slices
-from xlapy.codegen.launch import BACKEND_KIND, Device, LaunchDimensions
+from xlapy.codegen.emitters.common import ENTRY_NAME, entry_block, finish_entry, launch_ids
+from xlapy.codegen.launch import Device, LaunchDimensions
 from xlapy.codegen.partitioner import partition
 from xlapy.codegen.types import tensor_type
 from xlapy.errors import VerifyError
@@ -173,15 +173,11 @@ def emit_concatenate_fusion(fusion: HloInstruction, device: Device, slice_indice
 
     param_types = [tensor_type(p.shape, p.name) for p in buffer_arguments(partitioned)]
     output_type = tensor_type(output, fusion.name)
-    block = Block(arg_types=[*param_types, output_type])
-    params, result = block.args[:-1], block.args[-1]
+    block, params, (result,) = entry_block(param_types, [output_type])
     if len(params) == 1:
         params[0].name_hint = "input"
-    result.name_hint = "output"
     builder = Builder(InsertPoint.at_end(block))
-    thread_id = builder.insert(ThreadIdOp("x", threads - 1)).result
-    block_id = builder.insert(BlockIdOp("x", blocks - 1)).result
-    thread_id.name_hint, block_id.name_hint = "thread_id_x", "block_id_x"
+    thread_id, block_id = launch_ids(builder, threads, blocks)
     concatenated = hero.attr("dimensions")[0]
     work_items = threads * blocks
     current = result
@@ -201,10 +197,7 @@ def emit_concatenate_fusion(fusion: HloInstruction, device: Device, slice_indice
         current = loop.results[0]
     builder.insert(func.ReturnOp(current))
     entry = func.FuncOp(ENTRY_NAME, ([*param_types, output_type], [output_type]), Region(block))
-    if slice_indices is not None:
-        mark_slices(entry, fusion, slice_indices)
-    if device.name == "cpu":
-        entry.attributes[BACKEND_KIND] = StringAttr(device.name)
+    finish_entry(entry, fusion, device, slice_indices)
     return ModuleOp([entry, *(f for copy in copies for f in copy)]), launch
 
 

@@ -23,25 +23,29 @@ from dataclasses import dataclass
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, func, tensor
-from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, ModuleOp, StringAttr
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
+from xdsl.ir import Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from xlapy.buffers.sharing import reads_update_window
-from xlapy.codegen.dialect import ApplyIndexingOp, BlockIdOp, LoopOp, PureCallOp, ThreadIdOp, YieldOp
-from xlapy.codegen.elemental_rules import CalledFunctions, buffer_arguments, emit_subgraph_function, result_types
-from xlapy.codegen.emitters.loop import ENTRY_NAME, mark_slices
-from xlapy.codegen.launch import (
-    BACKEND_KIND,
-    Device,
-    LaunchDimensions,
-    loop_launch_dimensions,
-    thread_id_to_output_map,
+from xlapy.codegen.dialect import ApplyIndexingOp, LoopOp, YieldOp
+from xlapy.codegen.elemental_rules import CalledFunctions, buffer_arguments, emit_subgraph_function
+from xlapy.codegen.emitters.common import (
+    ENTRY_NAME,
+    derived_partition,
+    entry_block,
+    finish_entry,
+    first_output_buffer,
+    fusion_output_shapes,
+    index_value,
+    launch_ids,
+    values_at,
 )
-from xlapy.codegen.partitioner import PartitionedComputation, computation_roots, partition
-from xlapy.codegen.types import is_unsigned, tensor_type
+from xlapy.codegen.launch import Device, LaunchDimensions, loop_launch_dimensions, thread_id_to_output_map
+from xlapy.codegen.partitioner import PartitionedComputation
+from xlapy.codegen.types import tensor_type
 from xlapy.errors import VerifyError
-from xlapy.hlo.ir import HloComputation, HloInstruction
+from xlapy.hlo.ir import HloInstruction
 from xlapy.indexing.hlo_indexing import input_to_output_indexing
 from xlapy.shapes import Shape
 
@@ -80,11 +84,10 @@ def in_place_updates(fusion: HloInstruction, slice_indices: Sequence[int] | None
     computation = fusion.fused_computation
     root = computation.root
     roots = list(root.operands) if root.opcode == "tuple" else [root]
-    output_shapes = list(fusion.shape.tuple_shapes) if fusion.shape.is_tuple else [fusion.shape]
+    output_shapes = fusion_output_shapes(fusion)
     if len(set(map(id, roots))) != len(roots) or len(output_shapes) != len(roots):
         return None
-    constants = sum(1 for i in computation.instructions if i.opcode == "constant" and i.shape.dimensions)
-    first_output = len(fusion.operands) + constants
+    first_output = first_output_buffer(fusion)
     if len(slice_indices) != first_output + len(roots):
         return None
     updates = []
@@ -143,73 +146,15 @@ def emit_in_place_dynamic_update_slice_fusion(fusion: HloInstruction, device: De
     computation = fusion.fused_computation
     shape = iteration_shape(updates)
     launch = loop_launch_dimensions(shape, device, within_rows=device.rows_hold_vectors)
-    values = _derived_partition(computation, "update", [u.update_value for u in updates])
+    values = derived_partition(computation, "update", [u.update_value for u in updates])
     starts = [s for u in updates for s in u.start_indices]
-    indices = _derived_partition(computation, "start_indices", starts) if starts else None
+    indices = derived_partition(computation, "start_indices", starts) if starts else None
     partitions = [p for p in (values, indices) if p is not None]
     called = CalledFunctions([ENTRY_NAME, *(s.name for p in partitions for s in p.subgraphs)])
     functions = [emit_subgraph_function(p, s, called) for p in partitions for s in p.subgraphs]
     entry = _entry_function(fusion, updates, values, indices, shape, launch)
-    mark_slices(entry, fusion, slice_indices)
-    if device.name == "cpu":
-        entry.attributes[BACKEND_KIND] = StringAttr(device.name)
+    finish_entry(entry, fusion, device, slice_indices)
     return ModuleOp([entry, *functions, *called.functions]), launch
-
-
-def _derived_partition(computation: HloComputation, suffix: str, results: list[HloInstruction]) \
-        -> PartitionedComputation:
-    """The partition of a copy of ``computation`` returning ``results`` (their copies, in a root tuple): the
-    same parameters and array constants in the same order, so its functions take the entry's buffers."""
-    copy = HloComputation(f"{computation.name}.{suffix}")
-    mapping: dict[int, HloInstruction] = {}
-    for instr in computation.post_order():  # operands first
-        clone = instr.clone([mapping[id(o)] for o in instr.operands])
-        clone.name = instr.name
-        mapping[id(instr)] = clone
-    for instr in computation.instructions:  # in the original's order: array constants are passed in it
-        if id(instr) in mapping:
-            copy.add_instruction(mapping[id(instr)])
-    values = [mapping[id(r)] for r in dict.fromkeys(results)]
-    reached = _reached(values)
-    outputs = [_returned(copy, v, reached) for v in values]
-    root = HloInstruction(f"{computation.name}.{suffix}", "tuple", Shape.make_tuple([o.shape for o in outputs]),
-                          outputs)
-    copy.root = copy.add_instruction(root)
-    copy.fusion_instruction = computation.fusion_instruction
-    return partition(copy)
-
-
-def _reached(values: list[HloInstruction]) -> set[int]:
-    """The ids of ``values`` and of every instruction they depend on."""
-    reached, pending = {id(v) for v in values}, list(values)
-    while pending:
-        for operand in pending.pop().operands:
-            if id(operand) not in reached:
-                reached.add(id(operand))
-                pending.append(operand)
-    return reached
-
-
-def _returned(copy: HloComputation, value: HloInstruction, reached: set[int]) -> HloInstruction:
-    """What the derived computation ``copy`` returns for ``value``: ``value``, or when other instructions computed
-    for the results (``reached``) read it too, a copy of it under its name. A value of the root function that a
-    function of its own reads would make that function call the root function back, without end."""
-    if value.opcode == "parameter" or not any(id(u) in reached for u in value.users):
-        return value
-    returned = HloInstruction(value.name, "copy", value.shape, [value])
-    value.name = f"{value.name}.value"
-    return copy.add_instruction(returned)
-
-
-def _results(partitioned: PartitionedComputation, call: PureCallOp, wanted: list[HloInstruction]) -> list[SSAValue]:
-    """The results of ``call`` (of the root subgraph of ``partitioned``) standing for the instructions
-    ``wanted`` of the original computation (found by name in the copy)."""
-    roots = computation_roots(partitioned.computation)
-    positions, first = {}, 0
-    for r in roots:
-        positions[r.name] = first
-        first += len(result_types(r))
-    return [call.results[positions[w.name]] for w in wanted]
 
 
 def _entry_function(fusion: HloInstruction, updates: list[InPlaceUpdate], values: PartitionedComputation,
@@ -217,26 +162,19 @@ def _entry_function(fusion: HloInstruction, updates: list[InPlaceUpdate], values
     buffers = buffer_arguments(values)
     param_types = [tensor_type(p.shape, p.name) for p in buffers]
     output_types = [tensor_type(u.output_shape, fusion.name) for u in updates]
-    block = Block(arg_types=[*param_types, *output_types])
-    params, outputs = block.args[:len(param_types)], block.args[len(param_types):]
-    for i, arg in enumerate(outputs):
-        arg.name_hint = "output" if len(outputs) == 1 else f"output{i}"
+    block, params, outputs = entry_block(param_types, output_types)
     builder = Builder(InsertPoint.at_end(block))
-    thread_id = builder.insert(ThreadIdOp("x", launch.threads_per_block - 1)).result
-    block_id = builder.insert(BlockIdOp("x", launch.blocks - 1)).result
-    thread_id.name_hint, block_id.name_hint = "thread_id_x", "block_id_x"
+    thread_id, block_id = launch_ids(builder, launch.threads_per_block, launch.blocks)
     starts = _clamped_starts(builder, updates, indices, params)
     indexing_map = thread_id_to_output_map(launch, shape)
-    loop = builder.insert(LoopOp([thread_id, block_id], indexing_map, list(outputs)))
+    loop = builder.insert(LoopOp([thread_id, block_id], indexing_map, outputs))
     body = loop.body.block
     rank = len(shape.dimensions)
     symbols = len(indexing_map.range_vars)
     update_indices = list(body.args[symbols:symbols + rank])
     iters = body.args[symbols + rank:]
     inner = Builder(InsertPoint.at_end(body))
-    root_types = [t for r in computation_roots(values.computation) for t in result_types(r)]
-    call = inner.insert(PureCallOp(values.root_subgraph.name, [*params, *update_indices], root_types))
-    update_values = _results(values, call, [u.update_value for u in updates])
+    update_values = values_at(inner, values, params, update_indices, [u.update_value for u in updates])
     inserted = []
     for update, value, start, into in zip(updates, update_values, starts, iters):
         at = [inner.insert(arith.AddiOp(i, s)).result for i, s in zip(update_indices, start)]
@@ -257,8 +195,7 @@ def _clamped_starts(builder: Builder, updates: list[InPlaceUpdate], indices: Par
     computed once before the loop."""
     if indices is None:
         return [[] for _ in updates]
-    root_types = [t for r in computation_roots(indices.computation) for t in result_types(r)]
-    call = builder.insert(PureCallOp(indices.root_subgraph.name, list(params), root_types))
+    raw = values_at(builder, indices, params, [], [s for u in updates for s in u.start_indices])
     constants: dict[int, SSAValue] = {}
 
     def index(value: int) -> SSAValue:
@@ -268,15 +205,12 @@ def _clamped_starts(builder: Builder, updates: list[InPlaceUpdate], indices: Par
 
     clamped = []
     for update in updates:
-        raw = _results(indices, call, update.start_indices)
+        values, raw = raw[:len(update.start_indices)], raw[len(update.start_indices):]
         operand_dims = update.update.shape.dimensions
         update_dims = update.update_value.shape.dimensions
         starts = []
-        for start_instr, value, dim_size, size in zip(update.start_indices, raw, operand_dims, update_dims):
-            type_name = start_instr.shape.element_type
-            if is_unsigned(type_name) and value.type.width.data < 64:
-                value = builder.insert(arith.ExtUIOp(value, IntegerType(64))).result
-            start = builder.insert(arith.IndexCastOp(value, IndexType())).result
+        for start_instr, value, dim_size, size in zip(update.start_indices, values, operand_dims, update_dims):
+            start = index_value(builder, value, start_instr.shape.element_type)
             start = builder.insert(arith.MaxSIOp(start, index(0))).result
             start = builder.insert(arith.MinSIOp(start, index(dim_size - size))).result
             starts.append(start)

@@ -28,22 +28,30 @@ from dataclasses import dataclass
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, func, scf, tensor
-from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
-from xlapy.codegen.dialect import LoopOp, PureCallOp, YieldOp
-from xlapy.codegen.elemental_rules import CalledFunctions, buffer_arguments, emit_subgraph_function, result_types
-from xlapy.codegen.emitters.loop import ENTRY_NAME, mark_slices
-from xlapy.codegen.launch import BACKEND_KIND, Device, LaunchDimensions
-from xlapy.codegen.partitioner import PartitionedComputation, computation_roots, partition
-from xlapy.codegen.types import element_type, is_unsigned, tensor_type
+from xlapy.codegen.dialect import LoopOp, YieldOp
+from xlapy.codegen.elemental_rules import CalledFunctions, buffer_arguments, emit_subgraph_function
+from xlapy.codegen.emitters.common import (
+    ENTRY_NAME,
+    derived_partition,
+    entry_block,
+    finish_entry,
+    first_output_buffer,
+    fusion_output_shapes,
+    index_value,
+    values_at,
+)
+from xlapy.codegen.launch import Device, LaunchDimensions
+from xlapy.codegen.partitioner import PartitionedComputation
+from xlapy.codegen.types import element_type, tensor_type
 from xlapy.errors import UnimplementedError, VerifyError
-from xlapy.hlo.ir import HloComputation, HloInstruction
+from xlapy.hlo.ir import HloInstruction
 from xlapy.indexing import IndexingMap, affine
 from xlapy.indexing.indexing_map import Variable
 from xlapy.indexing.interval import Interval
-from xlapy.shapes import Shape
 
 # One block of one thread: the updates are applied serially.
 SCATTER_LAUNCH = LaunchDimensions(threads_per_block=1, blocks=1, vector_size=1)
@@ -110,8 +118,7 @@ def in_place_outputs(fusion: HloInstruction, slice_indices: Sequence[int] | None
     computation = fusion.fused_computation
     scatter = computation.root
     count = scatter_operand_count(scatter)
-    constants = sum(1 for i in computation.instructions if i.opcode == "constant" and i.shape.dimensions)
-    first_output = len(fusion.operands) + constants
+    first_output = first_output_buffer(fusion)
     if len(slice_indices) != first_output + count:
         raise VerifyError(f"fusion {fusion.name}: {len(slice_indices)} slice indices for the "
                           f"{first_output + count} buffers of its kernel")
@@ -145,66 +152,17 @@ def emit_scatter_fusion(fusion: HloInstruction, device: Device, slice_indices: S
     in_place = in_place_outputs(fusion, slice_indices)
     copied = [k for k in range(count) if k not in in_place]
     operands, indices, updates = scatter.operands[:count], scatter.operands[count], scatter.operands[count + 1:]
-    initial = _derived_partition(computation, "operands", [operands[k] for k in copied]) if copied else None
-    index_values = _derived_partition(computation, "indices", [indices])
-    update_values = _derived_partition(computation, "updates", list(updates))
+    initial = None  # every output is its operand already
+    if copied:
+        initial = derived_partition(computation, "operands", [operands[k] for k in copied], without_root=True)
+    index_values = derived_partition(computation, "indices", [indices], without_root=True)
+    update_values = derived_partition(computation, "updates", list(updates), without_root=True)
     partitions = [p for p in (initial, index_values, update_values) if p is not None]
     called = CalledFunctions([ENTRY_NAME, *(s.name for p in partitions for s in p.subgraphs)])
     functions = [emit_subgraph_function(p, s, called) for p in partitions for s in p.subgraphs]
     entry = _EntryEmitter(fusion, scatter, called).emit(initial, copied, index_values, update_values)
-    if slice_indices is not None:
-        mark_slices(entry, fusion, slice_indices)
-    if device.name == "cpu":
-        entry.attributes[BACKEND_KIND] = StringAttr(device.name)
+    finish_entry(entry, fusion, device, slice_indices)
     return ModuleOp([entry, *functions, *called.functions]), SCATTER_LAUNCH
-
-
-def _derived_partition(computation: HloComputation, suffix: str, results: list[HloInstruction]) \
-        -> PartitionedComputation:
-    """The partition of a copy of ``computation`` (without its scatter root) returning ``results``: the same
-    parameters and array constants in the same order, so that its functions take the entry's buffers."""
-    copy = HloComputation(f"{computation.name}.{suffix}")
-    mapping: dict[int, HloInstruction] = {}
-    root = computation.root
-    for instr in computation.post_order():  # operands first
-        if instr is root:
-            continue
-        clone = instr.clone([mapping[id(o)] for o in instr.operands])
-        clone.name = instr.name
-        mapping[id(instr)] = clone
-    for instr in computation.instructions:  # in the original's order: array constants are passed in it
-        if id(instr) in mapping:
-            copy.add_instruction(mapping[id(instr)])
-    values = [mapping[id(r)] for r in dict.fromkeys(results)]
-    reached = _reached(values)
-    outputs = [_returned(copy, v, reached) for v in values]
-    tuple_root = HloInstruction(f"{computation.name}.{suffix}", "tuple", Shape.make_tuple([o.shape for o in outputs]),
-                                outputs)
-    copy.root = copy.add_instruction(tuple_root)
-    copy.fusion_instruction = computation.fusion_instruction
-    return partition(copy)
-
-
-def _reached(values: list[HloInstruction]) -> set[int]:
-    """The ids of ``values`` and of every instruction they depend on."""
-    reached, pending = {id(v) for v in values}, list(values)
-    while pending:
-        for operand in pending.pop().operands:
-            if id(operand) not in reached:
-                reached.add(id(operand))
-                pending.append(operand)
-    return reached
-
-
-def _returned(copy: HloComputation, value: HloInstruction, reached: set[int]) -> HloInstruction:
-    """What the derived computation ``copy`` returns for ``value``: ``value``, or when other instructions computed
-    for the results (``reached``) read it too, a copy of it under its name. A value of the root function that a
-    function of its own reads would make that function call the root function back, without end."""
-    if value.opcode == "parameter" or not any(id(u) in reached for u in value.users):
-        return value
-    returned = HloInstruction(value.name, "copy", value.shape, [value])
-    value.name = f"{value.name}.value"
-    return copy.add_instruction(returned)
 
 
 def _identity_over(sizes: Sequence[int], names: Sequence[str]) -> IndexingMap:
@@ -254,31 +212,14 @@ class _EntryEmitter:
         inner.insert(YieldOp(body(inner, list(op.index_args), list(op.iter_args))))
         return list(op.results)
 
-    @staticmethod
-    def values(builder: Builder, partitioned: PartitionedComputation, params: Sequence[SSAValue],
-               at: Sequence[SSAValue], wanted: Sequence[HloInstruction]) -> list[SSAValue]:
-        """The values of ``wanted`` (instructions of the fused computation) at indices ``at``, by a call of the
-        root function of ``partitioned``."""
-        roots = computation_roots(partitioned.computation)
-        types = [t for r in roots for t in result_types(r)]
-        call = builder.insert(PureCallOp(partitioned.root_subgraph.name, [*params, *at], types))
-        positions, first = {}, 0
-        for r in roots:
-            positions[r.name] = first
-            first += len(result_types(r))
-        return [call.results[positions[w.name]] for w in wanted]
-
     # -- the entry function --------------------------------------------------------------------------------------
     def emit(self, initial: PartitionedComputation | None, copied: list[int], index_values: PartitionedComputation,
              update_values: PartitionedComputation) -> func.FuncOp:
         fusion, scatter, count = self.fusion, self.scatter, self.count
         param_types = [tensor_type(p.shape, p.name) for p in buffer_arguments(update_values)]
-        output_shapes = list(fusion.shape.tuple_shapes) if fusion.shape.is_tuple else [fusion.shape]
-        output_types = [tensor_type(s, fusion.name) for s in output_shapes]
-        block = self._block = Block(arg_types=[*param_types, *output_types])
-        params, outputs = list(block.args[:len(param_types)]), list(block.args[len(param_types):])
-        for i, arg in enumerate(outputs):
-            arg.name_hint = "output" if len(outputs) == 1 else f"output{i}"
+        output_types = [tensor_type(s, fusion.name) for s in fusion_output_shapes(fusion)]
+        block, params, outputs = entry_block(param_types, output_types)
+        self._block = block
         builder = Builder(InsertPoint.at_end(block))
         tensors = list(outputs)
         if initial is not None:
@@ -301,7 +242,7 @@ class _EntryEmitter:
         dims = operands[0].shape.dimensions
 
         def copy(inner: Builder, at: list[SSAValue], iters: list[SSAValue]) -> list[SSAValue]:
-            values = self.values(inner, initial, params, at, [operands[k] for k in copied])
+            values = values_at(inner, initial, params, at, [operands[k] for k in copied])
             return [inner.insert(tensor.InsertOp(v, into, at)).result for v, into in zip(values, iters)]
 
         names = [f"operand{d}" for d in range(len(dims))]
@@ -328,10 +269,8 @@ class _EntryEmitter:
             wanted.append(at)
         type_name = indices.shape.element_type
         for operand_dim, at in zip(dims.scatter_dims_to_operand_dims, wanted):
-            (value,) = self.values(builder, index_values, params, at, [indices])
-            if is_unsigned(type_name) and value.type.width.data < 64:
-                value = builder.insert(arith.ExtUIOp(value, IntegerType(64))).result
-            starts[operand_dim] = builder.insert(arith.IndexCastOp(value, IndexType())).result
+            (value,) = values_at(builder, index_values, params, at, [indices])
+            starts[operand_dim] = index_value(builder, value, type_name)
         for operand_dim, indices_dim in zip(dims.input_batching_dims, dims.scatter_indices_batching_dims):
             # The position of the index vector along that indices dimension (the vector's dimension left out).
             starts[operand_dim] = positions[indices_dim - (indices_dim > dims.index_vector_dim)]
@@ -382,7 +321,7 @@ class _EntryEmitter:
             for d, offset in zip(dims.update_window_dims, window):
                 update_at[d] = offset
             currents = [inner.insert(tensor.ExtractOp(t, at, e)).result for t, e in zip(tensors, element_types)]
-            values = self.values(inner, update_values, params, update_at, list(updates))
+            values = values_at(inner, update_values, params, update_at, list(updates))
             combined = inner.insert(func.CallOp(combiner_name, [*currents, *values], element_types)).results
             return [inner.insert(tensor.InsertOp(v, t, at)).result for v, t in zip(combined, tensors)]
 

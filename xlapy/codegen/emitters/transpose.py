@@ -30,20 +30,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from xdsl.builder import Builder
-from xdsl.dialects import func, tensor
-from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.ir import Block, Region
-from xdsl.rewriter import InsertPoint
+from xdsl.dialects.builtin import ModuleOp
 
-from xlapy.codegen.dialect import BlockIdOp, LoopOp, PureCallOp, ThreadIdOp, YieldOp
-from xlapy.codegen.elemental_rules import CalledFunctions, buffer_arguments, emit_subgraph_function, result_types
-from xlapy.codegen.emitters.loop import ENTRY_NAME, mark_slices
-from xlapy.codegen.launch import BACKEND_KIND, Device, LaunchDimensions
-from xlapy.codegen.partitioner import PartitionedComputation, computation_roots, partition
-from xlapy.codegen.types import tensor_type
+from xlapy.codegen.elemental_rules import CalledFunctions, emit_subgraph_function, result_types
+from xlapy.codegen.emitters.common import ENTRY_NAME, elementwise_entry_function, finish_entry, fusion_output_shapes
+from xlapy.codegen.launch import Device, LaunchDimensions
+from xlapy.codegen.partitioner import computation_roots, partition
 from xlapy.errors import VerifyError
-from xlapy.hlo.ir import HloComputation, HloInstruction
+from xlapy.hlo.ir import HloInstruction
 from xlapy.indexing import IndexingMap
 from xlapy.indexing.affine import add, const, dim, floordiv, mod, mul, sym
 from xlapy.indexing.indexing_map import Variable
@@ -63,10 +57,6 @@ def _physical_order(shape: Shape) -> list[int]:
     return list(reversed(shape.layout_or_default.minor_to_major))
 
 
-def _output_shapes(fusion: HloInstruction) -> list[Shape]:
-    return list(fusion.shape.tuple_shapes) if fusion.shape.is_tuple else [fusion.shape]
-
-
 def transpose_hero(fusion: HloInstruction) -> HloInstruction | None:
     """The transpose the fusion is tiled for, when the transpose emitter handles ``fusion``: XLA would emit it
     with its transpose emitter, and every output has the dimensions and layout of that transpose (the tile is
@@ -77,7 +67,7 @@ def transpose_hero(fusion: HloInstruction) -> HloInstruction | None:
         return None
     hero = find_non_trivial_hero(fusion_roots(fusion)[0])
     layout = hero.shape.layout_or_default.minor_to_major
-    for shape in _output_shapes(fusion):
+    for shape in fusion_output_shapes(fusion):
         if shape.is_tuple or tuple(shape.dimensions) != tuple(hero.shape.dimensions) or \
                 shape.layout_or_default.minor_to_major != layout:
             return None
@@ -171,55 +161,6 @@ def emit_transpose_fusion(fusion: HloInstruction, device: Device, slice_indices:
     launch, indexing_map = transpose_launch(hero)
     called = CalledFunctions([ENTRY_NAME, *(s.name for s in partitioned.subgraphs)])
     functions = [emit_subgraph_function(partitioned, s, called) for s in partitioned.subgraphs]
-    entry = _entry_function(partitioned, fusion, launch, indexing_map)
-    if slice_indices is not None:
-        mark_slices(entry, fusion, slice_indices)
-    if device.name == "cpu":
-        entry.attributes[BACKEND_KIND] = StringAttr(device.name)
+    entry = elementwise_entry_function(partitioned, fusion, launch, indexing_map)
+    finish_entry(entry, fusion, device, slice_indices)
     return ModuleOp([entry, *functions, *called.functions]), launch
-
-
-def _entry_function(partitioned: PartitionedComputation, fusion: HloInstruction, launch: LaunchDimensions,
-                    indexing_map: IndexingMap) -> func.FuncOp:
-    computation = partitioned.computation
-    roots = computation_roots(computation)
-    output_shapes = _output_shapes(fusion)
-    param_types = [tensor_type(p.shape, p.name) for p in buffer_arguments(partitioned)]
-    output_types = [tensor_type(s, fusion.name) for s in output_shapes]
-    block = Block(arg_types=[*param_types, *output_types])
-    params, outputs = block.args[:len(param_types)], block.args[len(param_types):]
-    for i, arg in enumerate(outputs):
-        arg.name_hint = "output" if len(outputs) == 1 else f"output{i}"
-    builder = Builder(InsertPoint.at_end(block))
-    thread_id = builder.insert(ThreadIdOp("x", launch.threads_per_block - 1)).result
-    block_id = builder.insert(BlockIdOp("x", launch.blocks - 1)).result
-    thread_id.name_hint, block_id.name_hint = "thread_id_x", "block_id_x"
-    loop = builder.insert(LoopOp([thread_id, block_id], indexing_map, list(outputs)))
-    loop.results[0].name_hint = "xla_loop"
-    body = loop.body.block
-    rank = len(output_shapes[0].dimensions)
-    symbols = len(indexing_map.range_vars)
-    indices = list(body.args[symbols:symbols + rank])
-    iters = body.args[symbols + rank:]
-    inner = Builder(InsertPoint.at_end(body))
-    call = inner.insert(PureCallOp(partitioned.root_subgraph.name, [*params, *indices],
-                                   [t for r in roots for t in result_types(r)]))
-    inserted = []
-    for position, into in zip(_output_positions(computation, roots), iters):
-        op = inner.insert(tensor.InsertOp(call.results[position], into, indices))
-        inserted.append(op.result)
-    inner.insert(YieldOp(inserted))
-    builder.insert(func.ReturnOp(*loop.results))
-    return func.FuncOp(ENTRY_NAME, ([*param_types, *output_types], output_types), Region(block))
-
-
-def _output_positions(computation: HloComputation, roots: list[HloInstruction]) -> list[int]:
-    """For each output of the fusion, its position among the root subgraph function's results."""
-    firsts, position = {}, 0
-    for root in roots:
-        firsts[root] = position
-        position += len(result_types(root))
-    root = computation.root
-    if root.opcode == "tuple":
-        return [firsts[r] for r in root.operands]
-    return [firsts[root] + k for k in range(len(result_types(root)))]

@@ -34,14 +34,12 @@ from numpy.lib.stride_tricks import as_strided
 
 from xlapy.errors import UnimplementedError
 from xlapy.hlo.attributes import WindowDimension
-from xlapy.runtime.thunks.base import ExecutionContext, Thunk, dtype_of
+from xlapy.runtime.thunks.base import Thunk, dtype_of
 from xlapy.runtime.thunks.dot import compute_dtype
-from xlapy.runtime.thunks.library import check_layout, read, writable, write
+from xlapy.runtime.thunks.library import BinaryLibraryThunk, check_layout
 from xlapy.runtime.thunks.registry import thunk_rule
-from xlapy.shapes import Shape
 
 if TYPE_CHECKING:
-    from xlapy.buffers.assignment import BufferSlice
     from xlapy.hlo.ir import HloInstruction
     from xlapy.runtime.thunk_emitter import ThunkEmitter
 
@@ -286,29 +284,14 @@ def _canonical_output(out: np.ndarray, plan: ConvolutionPlan) -> np.ndarray:
 
 
 @dataclass
-class ConvolutionThunk(Thunk):
+class ConvolutionThunk(BinaryLibraryThunk):
     """One convolution over the slices of its operands and result."""
 
-    name: str
-    lhs: BufferSlice
-    lhs_shape: Shape
-    rhs: BufferSlice
-    rhs_shape: Shape
-    out: BufferSlice
-    out_shape: Shape
     plan: ConvolutionPlan
     kind: str = "library"
 
-    def run(self, context: ExecutionContext) -> None:
-        result = convolve(read(context, self.lhs, self.lhs_shape), read(context, self.rhs, self.rhs_shape),
-                          self.plan)
-        out = writable(context, self.out, self.out_shape)
-        if out is not None:
-            np.copyto(_canonical_output(out, self.plan), result, casting="unsafe")
-        else:  # a tiled layout: through a logical temporary
-            logical = np.empty(self.out_shape.dimensions, self.plan.result)
-            np.copyto(_canonical_output(logical, self.plan), result, casting="unsafe")
-            write(context, self.out, self.out_shape, logical)
+    def compute(self, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
+        np.copyto(_canonical_output(out, self.plan), convolve(lhs, rhs, self.plan), casting="unsafe")
 
 
 @thunk_rule("convolution")

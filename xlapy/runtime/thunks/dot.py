@@ -17,13 +17,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from xlapy.errors import UnimplementedError
-from xlapy.runtime.thunks.base import ExecutionContext, Thunk, dtype_of
-from xlapy.runtime.thunks.library import check_layout, read, writable, write
+from xlapy.runtime.thunks.base import Thunk
+from xlapy.runtime.thunks.library import BinaryLibraryThunk, check_layout
 from xlapy.runtime.thunks.registry import thunk_rule
 from xlapy.shapes import Shape, TypeKind
 
 if TYPE_CHECKING:
-    from xlapy.buffers.assignment import BufferSlice
     from xlapy.hlo.ir import HloInstruction
     from xlapy.runtime.thunk_emitter import ThunkEmitter
 
@@ -87,27 +86,14 @@ def dot_general(lhs: np.ndarray, rhs: np.ndarray, dims: DotDimensions, result: n
 
 
 @dataclass
-class DotThunk(Thunk):
+class DotThunk(BinaryLibraryThunk):
     """One dot over the slices of its operands and result."""
 
-    name: str
-    lhs: BufferSlice
-    lhs_shape: Shape
-    rhs: BufferSlice
-    rhs_shape: Shape
-    out: BufferSlice
-    out_shape: Shape
     dims: DotDimensions
     kind: str = "library"
 
-    def run(self, context: ExecutionContext) -> None:
-        lhs = read(context, self.lhs, self.lhs_shape)
-        rhs = read(context, self.rhs, self.rhs_shape)
-        out = writable(context, self.out, self.out_shape)
-        if out is not None:
-            dot_general(lhs, rhs, self.dims, out.dtype, out)
-        else:
-            write(context, self.out, self.out_shape, dot_general(lhs, rhs, self.dims, dtype_of(self.out_shape)))
+    def compute(self, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
+        dot_general(lhs, rhs, self.dims, out.dtype, out)
 
 
 def _check_dot(instr: HloInstruction, lhs: Shape, rhs: Shape) -> None:

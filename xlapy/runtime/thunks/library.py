@@ -1,5 +1,6 @@
 """What the library thunks (dot, convolution, sort, top-k, FFT, LAPACK custom calls) share: reading and
-writing the logical array a buffer slice holds, whatever its layout.
+writing the logical array a buffer slice holds, whatever its layout, and the run of a call of two operands
+(``BinaryLibraryThunk``).
 
 A slice holds its array flat, in the physical order of the shape's layout. Without tiles or padding that
 order is a permutation of the logical dimensions, so the logical array is a strided numpy view of the flat
@@ -10,11 +11,14 @@ Fortran-ordered array LAPACK expects. Tiled layouts are converted through ``from
 from __future__ import annotations
 
 import re
+from abc import abstractmethod
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from xlapy.errors import UnimplementedError
+from xlapy.runtime.thunks.base import Thunk, dtype_of
 from xlapy.shapes import Shape, from_physical, physical_element_count, to_physical
 
 if TYPE_CHECKING:
@@ -82,6 +86,34 @@ def writable(context: ExecutionContext, slice: BufferSlice, shape: Shape) -> np.
     """A writable logical view of ``slice`` (results can be computed straight into it), or None for tiled
     layouts (compute into a temporary and ``write`` it)."""
     return logical_view(context.array(slice, shape), shape)
+
+
+@dataclass
+class BinaryLibraryThunk(Thunk):
+    """A library call of two operands and one result (dot, convolution), each the logical array of a slice."""
+
+    name: str
+    lhs: BufferSlice
+    lhs_shape: Shape
+    rhs: BufferSlice
+    rhs_shape: Shape
+    out: BufferSlice
+    out_shape: Shape
+
+    @abstractmethod
+    def compute(self, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
+        """Writes the result of operands ``lhs`` and ``rhs`` into the logical array ``out``."""
+
+    def run(self, context: ExecutionContext) -> None:
+        lhs = read(context, self.lhs, self.lhs_shape)
+        rhs = read(context, self.rhs, self.rhs_shape)
+        out = writable(context, self.out, self.out_shape)
+        if out is not None:
+            self.compute(lhs, rhs, out)
+        else:  # a tiled layout: through a logical temporary
+            logical = np.empty(self.out_shape.dimensions, dtype_of(self.out_shape))
+            self.compute(lhs, rhs, logical)
+            write(context, self.out, self.out_shape, logical)
 
 
 def result_shapes(instr: HloInstruction) -> list[Shape]:
