@@ -176,3 +176,25 @@ def test_an_output_read_by_another_function_compiles_to_the_interpreters_values(
             .reshape(param.shape.dimensions)]
     got = xlapy.compile(module, run_hlo_passes=False)(*args)
     assert_same(got, xlapy.evaluate(module, *args), exact_bits=True, context=name)
+
+
+@pytest.mark.usefixtures("fresh_kernel_cache")
+def test_a_pad_that_reads_none_of_its_operand():
+    # Low padding -1 with interior padding 1 on a dimension of one element leaves none of the operand in the
+    # result: the pad's map to it is known empty, and partitioning must not try to compose through it.
+    module = xlapy.parse_hlo("""HloModule m
+f {
+  p = f32[1,7,8] parameter(0)
+  c = f32[] constant(-3)
+  b = f32[1,7,8] broadcast(c), dimensions={}
+  m = f32[1,7,8] maximum(p, b)
+  ROOT pad = f32[1,12,9] pad(m, c), padding=-1_1_1x-1_0_1x0_1_0
+}
+ENTRY e {
+  p = f32[1,7,8] parameter(0)
+  ROOT r = f32[1,12,9] fusion(p), kind=kLoop, calls=f
+}""")
+    args = [np.linspace(-5, 5, num=56, dtype=np.float32).reshape(1, 7, 8)]
+    got = xlapy.compile(module, run_hlo_passes=False)(*args)
+    assert_same(got, xlapy.evaluate(module, *args), exact_bits=True)
+    assert np.all(got == -3)

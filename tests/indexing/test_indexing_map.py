@@ -185,6 +185,19 @@ def test_compose_with_undefined_is_undefined():
     assert m.compose(IndexingMap.undefined()).is_undefined()
 
 
+def test_compose_with_known_empty_is_known_empty():
+    # A known-empty map has no results, whatever the operand's rank (XLA's ComposeIndexingMaps checks
+    # emptiness first).
+    # What pad(x), padding=-1_1_1 reads of x: (d0 + 1) / 2 where (d0 + 1) mod 2 == 0, for d0 in [0, 0].
+    never_read = IndexingMap.from_exprs([A.dim(0)], [(0, 0)],
+                                        constraints=[(A.mod(A.add(A.dim(0), 1), 2), Interval(0, 0))])
+    empty = never_read.simplify()
+    assert empty.is_known_empty()
+    identity = IndexingMap.identity([1, 7, 8])
+    assert empty.compose(identity).is_known_empty()
+    assert str(IndexingMap.identity([4, 3]).compose(empty)) == "KNOWN EMPTY"
+
+
 def test_remove_unused_symbols_keeps_constrained_ones():
     m = IndexingMap.parse(
         "(d0)[s0, s1, s2] -> (d0 + s1), domain: d0 in [0, 3], s0 in [0, 1], s1 in [0, 2], s2 in [0, 4], "

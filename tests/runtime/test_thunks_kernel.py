@@ -99,3 +99,27 @@ ENTRY e { x = f32[3,5] parameter(0)  iota = s32[3,5] iota(), iota_dimension=1
     assert_same(got, xlapy.evaluate(module, x), exact_bits=True)
     np.testing.assert_array_equal(got[1], [1, 0, 2])
     assert [t.name for t in executable.thunks] == ["iota", "r"]
+
+
+def test_a_reduction_to_no_elements_needs_no_kernel():
+    # A lone reduce and a fusion whose results have no elements; the other fusion reduces a zero-sized
+    # dimension to its initial values and runs.
+    module = xlapy.parse_hlo("""HloModule nothing_to_write
+or_pred { a = pred[] parameter(0)  b = pred[] parameter(1)  ROOT o = pred[] or(a, b) }
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+fused_empty { q = f32[0,3] parameter(0)  z = f32[] constant(0)
+              ROOT r = f32[0] reduce(q, z), dimensions={1}, to_apply=add }
+fused_sums { q = f32[3,0] parameter(0)  z = f32[] constant(1.5)
+             ROOT r = f32[3] reduce(q, z), dimensions={1}, to_apply=add }
+ENTRY e { p = pred[1,0,4] parameter(0)  f = pred[] constant(false)  x = f32[0,3] parameter(1)
+          y = f32[3,0] parameter(2)
+          lone = pred[1,0] reduce(p, f), dimensions={2}, to_apply=or_pred
+          empty = f32[0] fusion(x), kind=kLoop, calls=fused_empty
+          sums = f32[3] fusion(y), kind=kLoop, calls=fused_sums
+          ROOT t = (pred[1,0], f32[0], f32[3]) tuple(lone, empty, sums) }""")
+    args = [np.zeros((1, 0, 4), bool), np.zeros((0, 3), np.float32), np.zeros((3, 0), np.float32)]
+    executable = xlapy.compile(module, run_hlo_passes=False)
+    assert [t.name for t in executable.thunks] == ["sums"]
+    got = executable(*args)
+    assert [g.shape for g in got] == [(1, 0), (0,), (3,)]
+    assert_same(got, xlapy.evaluate(module, *args), exact_bits=True)

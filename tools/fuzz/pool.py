@@ -51,8 +51,9 @@ class Worker:
         os.close(write_end)
         self.answers = read_end
         hello = self._read(120.0)
-        if hello is None or hello[0] != "hello":
-            raise RuntimeError("the fuzzing worker did not start (is xlapy importable?)")
+        if not isinstance(hello, tuple) or hello[0] != "hello":  # None (no answer) or EOFError (it exited)
+            stack = self.stack_file.read_text(errors="replace")[-1500:] if self.stack_file.exists() else ""
+            raise RuntimeError(f"the fuzzing worker did not start (is xlapy importable?) {stack}".rstrip())
         self.xlapy_file = hello[1]
 
     def _read(self, timeout: float):

@@ -375,10 +375,11 @@ class IndexingMap:
         results."""
         if self.affine_map is None or producer.affine_map is None:
             return IndexingMap.undefined()
-        if len(self.results) != producer.num_dims:
-            raise ValueError(f"cannot compose: {len(self.results)} results into {producer.num_dims} dimensions")
+        # A known-empty map has no results (XLA's ``GetKnownEmpty``): composing with it gives an empty map.
         if self._known_empty or producer._known_empty:
             return IndexingMap.known_empty(self.num_dims)
+        if len(self.results) != producer.num_dims:
+            raise ValueError(f"cannot compose: {len(self.results)} results into {producer.num_dims} dimensions")
         p_ranges, c_ranges = len(producer.range_vars), len(self.range_vars)
         p_rts = len(producer.rt_vars)
         # New symbol positions: [producer ranges | consumer ranges | producer rts | consumer rts].

@@ -18,7 +18,9 @@ Semantics choices:
   f32 → bf16 is an integer round-to-nearest-even sequence (exact for denormals too; `native_bf16=True` uses
   AVX512-BF16's vcvtneps2bf16 instead, faster but flushing denormal inputs), f64 → bf16/f16 goes through f32
   with round-to-odd. This also avoids the compiler-rt helpers (`__truncsfbf2`, `__truncdfhf2`, ...) LLVM would
-  call, which are not present in the Python process. f16 ↔ f32 conversions need F16C (x86-64-v3).
+  call, which are not present in the Python process. f16 ↔ f32 conversions need F16C (x86-64-v3). bf16 values
+  are loaded and stored as i16 (`_in_memory`): LLVM's x86 backend cannot legalize the masked bfloat loads its
+  vectorizers make of strided reads.
 - The 8- and 4-bit floats (f8E4M3FN, f8E5M2, ..., f4E2M1FN) are i8 values holding their bits (one element per
   byte in memory, as ml_dtypes stores them). Only `arith.extf` from them (a lookup in a 256-entry f32 table)
   and `arith.truncf` to them (integer rounding to nearest even, with each format's overflow, NaN, -0 and
@@ -109,6 +111,7 @@ F64 = ir.DoubleType()
 BF16 = BFloatType()
 F16 = ir.HalfType()
 I1 = ir.IntType(1)
+I16 = ir.IntType(16)
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 PTR = ir.PointerType()
@@ -970,10 +973,10 @@ def _load(t: _Translator, op: xllvm.LoadOp) -> None:
     pointer = t.get(op.ptr)
 
     def load(address: ir.Value, load_type: ir.Type) -> ir.Value:
-        value = t.b.load(address, typ=load_type, align=_alignment(op))
+        value = t.b.load(address, typ=_in_memory(load_type), align=_alignment(op))
         if "invariant" in op.attributes:
             value.set_metadata("invariant.load", t.module.add_metadata([]))
-        return value
+        return value if value.type == load_type else t.b.bitcast(value, load_type)
 
     if isinstance(result_type, ir.VectorType) and t.scalar_lanes:  # one scalar load per lane (see `_Lanes`)
         element = result_type.element
@@ -991,9 +994,25 @@ def _store(t: _Translator, op: xllvm.StoreOp) -> None:
         value_type = t.values[op.value].type
         for k, lane in enumerate(t.lanes(op.value)):
             address = t.b.gep(pointer, [_constant(I64, k)], inbounds=True, source_etype=value_type.element)
-            t.b.store(lane, address if k else pointer, align=_alignment(op))
+            t.b.store(_as_stored(t, lane), address if k else pointer, align=_alignment(op))
     else:
-        t.b.store(t.get(op.value), pointer, align=_alignment(op))
+        t.b.store(_as_stored(t, t.get(op.value)), pointer, align=_alignment(op))
+
+
+def _in_memory(value_type: ir.Type) -> ir.Type:
+    """The type bf16 values (and vectors of them) are loaded and stored as: i16. The vectorizers turn strided
+    bfloat accesses into masked vector loads that LLVM's x86 backend cannot legalize (it aborts the process);
+    as integers they are moved like any 16-bit data, and a bitcast gives the value back."""
+    if value_type == BF16:
+        return I16
+    if isinstance(value_type, ir.VectorType) and value_type.element == BF16:
+        return ir.VectorType(I16, value_type.count)
+    return value_type
+
+
+def _as_stored(t: _Translator, value: ir.Value) -> ir.Value:
+    stored = _in_memory(value.type)
+    return value if stored == value.type else t.b.bitcast(value, stored)
 
 
 # control flow

@@ -185,12 +185,20 @@ def lone_op_problems(instr: HloInstruction) -> list[str]:
     return [f"{instr.opcode} ({instr.name})"] if found else []
 
 
+def writes_nothing(fusion: HloInstruction) -> bool:
+    """Whether every array a kernel of ``fusion`` would write has no elements: it needs no kernel at all (the
+    loop emitter is never asked for a loop of no iterations around a reduction)."""
+    outputs = fusion_outputs(fusion)
+    return bool(outputs) and all(shape.element_count == 0 for shape in outputs)
+
+
 def lone_op_kernel(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
     """A kernel for an op outside any fusion, when the loop emitter can emit it."""
     problems = lone_op_problems(instr)
     if problems:
         raise UnimplementedError(", ".join(problems))
-    return [emitter.compile_kernel(single_instruction_fusion(instr), slices_of=instr)]
+    fusion = single_instruction_fusion(instr)
+    return [] if writes_nothing(fusion) else [emitter.compile_kernel(fusion, slices_of=instr)]
 
 
 @thunk_rule("fusion")
@@ -201,7 +209,7 @@ def _fusion(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
     problems = unsupported_fused_ops(instr)
     if problems:
         raise UnimplementedError(", ".join(problems))
-    return [emitter.compile_kernel(instr)]
+    return [] if writes_nothing(instr) else [emitter.compile_kernel(instr)]
 
 
 def custom_fusion_thunks(fusion: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
