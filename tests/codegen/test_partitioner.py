@@ -11,7 +11,6 @@ import pytest
 import xlapy
 from tools.compare import assert_same
 from xlapy.codegen.partitioner import partition
-from xlapy.runtime.kernel_cache import clear_memory_cache
 
 
 def _fused(body: str, params: str, root_shape: str):
@@ -158,15 +157,6 @@ def test_an_output_read_by_another_function_is_computed_by_its_own():
             assert all(partitioned.subgraph_of.get(op) is not first for op in instr.operands), instr.name
 
 
-@pytest.fixture
-def fresh_kernel_cache(tmp_path, monkeypatch):
-    """An empty disk cache: a kernel cached by an earlier code generator must not stand in for today's."""
-    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
-    clear_memory_cache()
-    yield
-    clear_memory_cache()
-
-
 @pytest.mark.usefixtures("fresh_kernel_cache")
 @pytest.mark.parametrize("name", sorted(OUTPUT_READ_BY_ANOTHER_FUNCTION))
 def test_an_output_read_by_another_function_compiles_to_the_interpreters_values(name):
@@ -198,3 +188,19 @@ ENTRY e {
     got = xlapy.compile(module, run_hlo_passes=False)(*args)
     assert_same(got, xlapy.evaluate(module, *args), exact_bits=True)
     assert np.all(got == -3)
+
+
+@pytest.mark.usefixtures("fresh_kernel_cache")
+def test_functions_of_a_fusion_without_parameters_are_called():
+    # Two subgraph functions and no tensor to pass them: lower-tensors still makes their calls plain calls.
+    module = xlapy.parse_hlo("""HloModule m
+f {
+  c = pred[] constant(true)
+  b = pred[2] broadcast(c), dimensions={}
+  b2 = pred[7] broadcast(c), dimensions={}
+  ROOT r = pred[9] concatenate(b, b2), dimensions={0}
+}
+ENTRY e {
+  ROOT r = pred[9] fusion(), kind=kLoop, calls=f
+}""")
+    assert_same(xlapy.compile(module, run_hlo_passes=False)(), xlapy.evaluate(module), exact_bits=True)

@@ -261,8 +261,6 @@ def _lower_transfer_write(state: _FunctionState, op: vector.TransferWriteOp) -> 
 def _lower_pure_call(state: _FunctionState, op: Operation) -> None:
     if any(_is_tensor(r) for r in op.results):
         raise UnimplementedError(f"lower-tensors: {op.name} returning a tensor")
-    if not any(_is_tensor(v) for v in op.operands):
-        return
     operands = [state.root(v, op) if _is_tensor(v) else v for v in op.operands]
     callee = op.properties.get("callee", op.attributes.get("callee"))
     call = func.CallOp(callee, operands, [r.type for r in op.results])
