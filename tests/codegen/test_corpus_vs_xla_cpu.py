@@ -97,6 +97,8 @@ SUM_BOUNDS = {
                                                         _sum_of_parts(w[1])], 1),
     # log(p0) + transpose(log(p0)) [1.36]
     "log_transpose_add": SumBound(lambda a, _: [np.abs(np.log(_f64(a[0]))) + np.abs(np.log(_f64(a[0]))).T], 2),
+    # a cumulative sum along rows, which XLA:CPU adds up in another order than the window's [0.37]
+    "reduce_window_cumulative_sum": SumBound(lambda a, _: [np.cumsum(np.abs(_f64(a[0])), axis=1)], 1),
 }
 
 # Cases where xlapy and XLA:CPU give different results; each is a finding, marked xfail(strict=True).
