@@ -30,7 +30,7 @@ XLA_ORDER = [
     "sharding-removal", "flatten-call-graph", "dce",
     "HLO passes through layout assignment", "batched_gather_scatter_normalizer", "dot_decomposer",
     "rng-bit-generator-expander",
-    "zero-sized-hlo-elimination", "comparison-expander", "stochastic_convert_decomposer", "call-inliner",
+    "zero-sized-hlo-elimination", "map-inline", "comparison-expander", "stochastic_convert_decomposer", "call-inliner",
     "dot_decomposer", "batchnorm_expander", "logistic-expander",
     "simplification", *_SIMPLIFICATION,
     "select_and_scatter_expander",

@@ -351,7 +351,10 @@ def _bitcast_convert(instr, operands, ev) -> np.ndarray:
 
 @rule("map")
 def _map(instr, operands, ev):
-    return ev.call(instr.called_computations[0], *operands)
+    # The computation runs on whole arrays; one that ignores its parameters (a constant) gives a scalar,
+    # which every element of the map's result takes.
+    result = np.asarray(ev.call(instr.called_computations[0], *operands))
+    return np.broadcast_to(result, tuple(instr.shape.dimensions)).copy()
 
 
 # -- reduce-precision ------------------------------------------------------------------

@@ -23,8 +23,8 @@ hoisting (XLA's thunk runtime only).
 
 Not in xlapy yet, so not run: the sharding remover, batch-dot
 simplification, convolution group conversion and canonicalisation, the
-linear-algebra expanders (Cholesky, QR, eigh, triangular solve), map
-inlining, conditional-to-select, the top-k decomposer and rewriter, the
+linear-algebra expanders (Cholesky, QR, eigh, triangular solve),
+conditional-to-select, the top-k decomposer and rewriter, the
 conditional canonicaliser and simplifier, tree-reduction rewriting, while-loop
 invariant code motion and constant sinking (and the simplifier's other
 rewrites: see ``while_loop_simplifier.py``), the reshape mover, bitcast-dtypes
@@ -65,6 +65,7 @@ from xlapy.transforms.hlo_pass import HloPass, HloPassFix, HloPassPipeline
 from xlapy.transforms.instruction_fusion import InstructionFusion
 from xlapy.transforms.layout_assignment import LayoutAssignment
 from xlapy.transforms.logistic_expander import LogisticExpander
+from xlapy.transforms.map_inliner import MapInliner
 from xlapy.transforms.multi_output_fusion import MultiOutputFusion
 from xlapy.transforms.rng_bit_generator_expander import RngBitGeneratorExpander
 from xlapy.transforms.select_and_scatter_expander import SelectAndScatterExpander
@@ -99,6 +100,7 @@ def _through_layout_assignment() -> HloPassPipeline:
         DotDecomposer(),
         RngBitGeneratorExpander(),
         ZeroSizedHloElimination(),
+        MapInliner(),
         ComparisonExpander(),
         StochasticConvertDecomposer(),
         CallInliner(single_call_site=True),
