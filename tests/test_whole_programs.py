@@ -28,7 +28,6 @@ from tools.loop_fusion_compare import ulp_tolerance  # noqa: E402
 from xlapy.frontends.jax import from_jax, optimized_from_jax  # noqa: E402
 from xlapy.hlo.printer import print_module  # noqa: E402
 from xlapy.interpreter.all_rules import RULES  # noqa: E402
-from xlapy.runtime.kernel_cache import clear_memory_cache  # noqa: E402
 
 LOWERED, OPTIMIZED = "lowered", "optimized"
 
@@ -55,14 +54,8 @@ def _params(source: str) -> list[Any]:
     return params
 
 
-@pytest.fixture(autouse=True, scope="module")
-def fresh_kernel_cache(tmp_path_factory: pytest.TempPathFactory):
-    """Compile into an empty disk cache: kernels cached by an earlier version of the code generator must not
-    stand in for what it makes now."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("XLAPY_CACHE_DIR", str(tmp_path_factory.mktemp("kernel_cache")))
-        clear_memory_cache()
-        yield
+# Kernels compiled afresh, not loaded from an earlier code generator's cache (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("fresh_kernel_cache")
 
 
 @functools.cache

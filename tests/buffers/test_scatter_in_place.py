@@ -17,19 +17,11 @@ from xlapy.buffers.assignment import assign_buffers
 from xlapy.buffers.schedule import schedule_module
 from xlapy.codegen.emitters.scatter import in_place_outputs, is_scatter_fusion
 from xlapy.hlo import HloModule, parse_module
-from xlapy.runtime.kernel_cache import clear_memory_cache
 from xlapy.runtime.thunks.kernel import KernelThunk
 from xlapy.shapes import ELEMENT_TYPES
 
-
-@pytest.fixture(autouse=True, scope="module")
-def fresh_kernel_cache(tmp_path_factory):
-    """An empty disk cache: a kernel cached by an earlier code generator must not stand in for today's."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("XLAPY_CACHE_DIR", str(tmp_path_factory.mktemp("kernel_cache")))
-        clear_memory_cache()
-        yield
-    clear_memory_cache()
+# Kernels compiled afresh, not loaded from an earlier code generator's cache (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("fresh_kernel_cache")
 
 
 ADD = """add {

@@ -14,16 +14,10 @@ import xlapy
 from tools.compare import assert_same
 from tools.oracles import NO_JAX
 from xlapy.errors import UnimplementedError
-from xlapy.runtime.kernel_cache import clear_memory_cache
 from xlapy.shapes import ELEMENT_TYPES
 
-
-@pytest.fixture(autouse=True, scope="module")
-def fresh_kernel_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("XLAPY_CACHE_DIR", str(tmp_path_factory.mktemp("kernel_cache")))
-        clear_memory_cache()
-        yield
+# Kernels compiled afresh, not loaded from an earlier code generator's cache (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("fresh_kernel_cache")
 
 
 # (operand shape, result shape): to wider and narrower types, integers and floats (NaN payloads included),

@@ -15,7 +15,6 @@ import pytest
 import xlapy
 from tools.compare import assert_same
 from tools.oracles import NO_JAX
-from xlapy.runtime.kernel_cache import clear_memory_cache
 
 # (exponent bits, mantissa bits): f16's and bf16's widths, narrower ones, one without a mantissa (NaN becomes
 # inf), the smallest exponent, and widths at or past the source's.
@@ -24,12 +23,8 @@ _WIDTHS = [(5, 10), (8, 7), (5, 2), (3, 0), (1, 1), (4, 3), (10, 40), (11, 52)]
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def fresh_kernel_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("XLAPY_CACHE_DIR", str(tmp_path_factory.mktemp("kernel_cache")))
-        clear_memory_cache()
-        yield
+# Kernels compiled afresh, not loaded from an earlier code generator's cache (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("fresh_kernel_cache")
 
 
 def _every_value(dtype) -> np.ndarray:

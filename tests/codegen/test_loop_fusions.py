@@ -54,14 +54,8 @@ def compile_cpu(module: xlapy.HloModule):
     return xlapy.compile(module, backend="cpu")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def fresh_kernel_cache(tmp_path_factory):
-    """Compile into an empty disk cache: kernels cached by an earlier version
-    of the code generator must not stand in for what it makes now."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("XLAPY_CACHE_DIR", str(tmp_path_factory.mktemp("kernel_cache")))
-        clear_memory_cache()
-        yield
+# Kernels compiled afresh, not loaded from an earlier code generator's cache (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("fresh_kernel_cache")
 
 
 def test_corpus_size():
