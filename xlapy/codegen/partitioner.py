@@ -136,7 +136,7 @@ def _partition(computation: HloComputation, forced: set[HloInstruction]) -> Part
     is_root = set(roots)
     # Instructions the root does not depend on compute nothing: they get no subgraph, and as users they do not
     # keep a value out of its user's subgraph.
-    live = _live(computation)
+    live = reached([computation.root])
     order = [i for i in computation.post_order()
              if id(i) in live and (i.opcode != "tuple" or i is not computation.root)]
     for instr in reversed(order):
@@ -171,16 +171,15 @@ def _partition(computation: HloComputation, forced: set[HloInstruction]) -> Part
     return PartitionedComputation(computation, subgraphs, subgraph_of)
 
 
-def _live(computation: HloComputation) -> set[int]:
-    """The ids of the instructions the root depends on."""
-    live = {id(computation.root)}
-    stack = [computation.root]
-    while stack:
-        for operand in stack.pop().operands:
-            if id(operand) not in live:
-                live.add(id(operand))
-                stack.append(operand)
-    return live
+def reached(values: list[HloInstruction]) -> set[int]:
+    """The ids of ``values`` and of every instruction they depend on."""
+    found, pending = {id(v) for v in values}, list(values)
+    while pending:
+        for operand in pending.pop().operands:
+            if id(operand) not in found:
+                found.add(id(operand))
+                pending.append(operand)
+    return found
 
 
 def _common_subgraph(instr, users, subgraph_of, from_root) -> tuple[Subgraph, IndexingMap] | None:

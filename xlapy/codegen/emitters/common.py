@@ -15,7 +15,7 @@ from xdsl.rewriter import InsertPoint
 from xlapy.codegen.dialect import BlockIdOp, LoopOp, PureCallOp, ThreadIdOp, YieldOp
 from xlapy.codegen.elemental_rules import buffer_arguments, result_types
 from xlapy.codegen.launch import BACKEND_KIND, Device, LaunchDimensions
-from xlapy.codegen.partitioner import PartitionedComputation, computation_roots, partition
+from xlapy.codegen.partitioner import PartitionedComputation, computation_roots, partition, reached
 from xlapy.codegen.passes.lower_tensors import SLICE_INDEX_ATTR
 from xlapy.codegen.types import is_unsigned, tensor_type
 from xlapy.errors import VerifyError
@@ -168,24 +168,13 @@ def derived_partition(computation: HloComputation, suffix: str, results: list[Hl
         if id(instr) in mapping:
             copy.add_instruction(mapping[id(instr)])
     values = [mapping[id(r)] for r in dict.fromkeys(results)]
-    reached = _reached(values)
-    outputs = [_returned(copy, v, reached) for v in values]
+    reached_ids = reached(values)
+    outputs = [_returned(copy, v, reached_ids) for v in values]
     root = HloInstruction(f"{computation.name}.{suffix}", "tuple", Shape.make_tuple([o.shape for o in outputs]),
                           outputs)
     copy.root = copy.add_instruction(root)
     copy.fusion_instruction = computation.fusion_instruction
     return partition(copy)
-
-
-def _reached(values: list[HloInstruction]) -> set[int]:
-    """The ids of ``values`` and of every instruction they depend on."""
-    reached, pending = {id(v) for v in values}, list(values)
-    while pending:
-        for operand in pending.pop().operands:
-            if id(operand) not in reached:
-                reached.add(id(operand))
-                pending.append(operand)
-    return reached
 
 
 def _returned(copy: HloComputation, value: HloInstruction, reached: set[int]) -> HloInstruction:
