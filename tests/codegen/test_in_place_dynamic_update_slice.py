@@ -293,3 +293,29 @@ def test_a_larger_scatter_add_updates_one_row_per_iteration() -> None:
     executable = _check_jax(module, [table, indices, updates], expand_scatters=True)
     (thunk,) = _in_place_kernels(executable)
     assert thunk.elements == 16
+
+
+# A scan's step: one computed row written at a dynamic row. The clamped start is invariant in the lane loop, so
+# the row is read and written as vectors (the lanes' indices fold into one map of the start); half a row at a
+# dynamic column, not provably aligned, stays scalar. Both equal the interpreter.
+SCAN_STEP = """HloModule scan_step
+f {{ buffer = f32[16,1024] parameter(0)  rows = f32[16,1024] parameter(1)  i = s32[] parameter(2)
+     j = s32[] parameter(3)  zero = s32[] constant(0)
+     row = f32[1,{width}] dynamic-slice(rows, i, {column}), dynamic_slice_sizes={{1,{width}}}
+     t = f32[1,{width}] tanh(row)  ROOT d = f32[16,1024] dynamic-update-slice(buffer, t, i, {column}) }}
+ENTRY e {{ p = f32[16,1024] parameter(0)  r = f32[16,1024] parameter(1)  i = s32[] parameter(2)
+          j = s32[] parameter(3)  a = f32[16,1024] negate(p)
+          ROOT fusion = f32[16,1024] fusion(a, r, i, j), kind=kLoop, calls=f }}
+"""
+
+
+@pytest.mark.parametrize(("width", "column", "vectorized"), [(1024, "zero", True), (512, "j", False)])
+def test_a_row_at_a_dynamic_start_is_read_and_written_as_vectors(width: int, column: str, vectorized: bool) -> None:
+    module = xlapy.parse_hlo(SCAN_STEP.format(width=width, column=column))
+    executable = xlapy.compile(module, run_hlo_passes=False)
+    (thunk,) = _in_place_kernels(executable)
+    lowered = lower_fusion(thunk.fusion, Device.host(), slice_indices=thunk.slice_indices)
+    assert (lowered.launch.vector_size > 1) == vectorized
+    for i, j in ((3, 0), (15, 3), (-4, -1), (99, 700)):
+        args = (exact_values("f32[16,1024]", 1), exact_values("f32[16,1024]", 2), np.int32(i), np.int32(j))
+        assert_same(executable(*args), xlapy.evaluate(module, *args), ulps=0)

@@ -67,3 +67,35 @@ CHECK-NOT: scf.if
 CHECK-NOT: tensor.insert
 CHECK: scf.yield %iter
 """, tmp_path)
+
+
+CLAMPED = """
+func.func @main(%starts: tensor<1xi32>) -> (i1, i1, i1) {
+  %c0 = arith.constant 0 : index
+  %c60 = arith.constant 60 : index
+  %c64 = arith.constant 64 : index
+  %big = arith.constant 100000 : i32
+  %raw = tensor.extract %starts[%c0] : tensor<1xi32>
+  %start = arith.index_cast %raw : i32 to index
+  %low = arith.maxsi %start, %c0 : index
+  %clamped = arith.minsi %low, %c60 : index
+  %end = arith.addi %clamped, %c0 : index
+  %inside = arith.cmpi slt, %end, %c64 : index
+  %unknown = arith.cmpi slt, %start, %c64 : index
+  %wraps = arith.muli %raw, %big : i32
+  %wrapped = arith.cmpi slt, %wraps, %big : i32
+  func.return %inside, %unknown, %wrapped : i1, i1, i1
+}
+"""
+
+
+def test_clamped_starts_have_the_clamps_range(tmp_path):
+    # minsi(maxsi(x, 0), 60) is in [0, 60] whatever x is; x itself is only an i32; an i32 product may wrap.
+    module = parse_mlir(CLAMPED)
+    SimplifyArithPass().apply(make_context(), module)
+    filecheck(print_mlir(module), """
+CHECK: %inside = arith.constant true
+CHECK-NEXT: %unknown = arith.cmpi slt, %start, %c64
+CHECK: %wrapped = arith.cmpi slt, %wraps, %big
+CHECK-NEXT: func.return %inside, %unknown, %wrapped
+""", tmp_path)

@@ -221,7 +221,8 @@ def test_insert_whose_result_is_used_in_the_loop_stays_scalar() -> None:
     assert sorted(vector_ops(module)) == ["vector.extract", "vector.transfer_read"]
 
 
-def test_index_depending_on_a_value_computed_in_the_loop_stays_scalar() -> None:
+def test_index_through_index_arithmetic_of_invariants_is_folded() -> None:
+    # %d + 1 is an operand of the map, so within [0, 15]: the read starts at a multiple of 4, (%d + 1) * 4.
     text = """
     #map = #xla.indexing_map<"(d0)[s0] -> (d0 * 4 + s0), domain: d0 in [0, 15], s0 in [0, 3]">
     func.func @f(%t: tensor<64xf32>, %d: index) -> f32 {
@@ -232,6 +233,32 @@ def test_index_depending_on_a_value_computed_in_the_loop_stays_scalar() -> None:
       %r = scf.for %s = %c0 to %c4 step %c1 iter_args(%acc = %zero) -> (f32) {
         %e = arith.addi %d, %c1 : index
         %i = xla.apply_indexing #map(%e)[%s]
+        %x = tensor.extract %t[%i] : tensor<64xf32>
+        %y = arith.addf %acc, %x : f32
+        scf.yield %y : f32
+      }
+      func.return %r : f32
+    }
+    """
+    result = vectorize(text)
+    assert vector_ops(result) == ["vector.transfer_read", "vector.extract"]
+    assert ('"(d0, vector_index) -> (d0 * 4 + vector_index + 4), domain: d0 in [-1, 14], vector_index in [0, 3]">'
+            '(%d, %c0)') in print_mlir(result)
+
+
+def test_index_depending_on_a_value_computed_in_the_loop_stays_scalar() -> None:
+    # A remainder is not affine in the lane: lanes 0 and 2 read the same element.
+    text = """
+    #map = #xla.indexing_map<"(d0)[s0] -> (d0 * 4 + s0), domain: d0 in [0, 15], s0 in [0, 3]">
+    func.func @f(%t: tensor<64xf32>, %d: index) -> f32 {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %c2 = arith.constant 2 : index
+      %c4 = arith.constant 4 : index
+      %zero = arith.constant 0.0 : f32
+      %r = scf.for %s = %c0 to %c4 step %c1 iter_args(%acc = %zero) -> (f32) {
+        %e = arith.remsi %s, %c2 : index
+        %i = xla.apply_indexing #map(%d)[%e]
         %x = tensor.extract %t[%i] : tensor<64xf32>
         %y = arith.addf %acc, %x : f32
         scf.yield %y : f32

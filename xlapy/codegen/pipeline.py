@@ -36,6 +36,7 @@ from xlapy.codegen.partitioner import computation_roots
 from xlapy.codegen.passes.canonicalize import CanonicalizePass
 from xlapy.codegen.passes.flatten_tensors import FlattenTensorsPass
 from xlapy.codegen.passes.inline import InlinePass
+from xlapy.codegen.passes.loop_invariant_code_motion import LoopInvariantCodeMotionPass
 from xlapy.codegen.passes.lower_apply_indexing import LowerApplyIndexingPass
 from xlapy.codegen.passes.lower_complex import LowerComplexPass
 from xlapy.codegen.passes.lower_loops_to_scf import LowerLoopsToScfPass
@@ -69,7 +70,8 @@ class PassStep:
         return self.make(**self.target_options.get(target, {}))
 
 
-# XLA's order: inline, loops to scf, fold the bounds checks, flatten, vectorize, unroll, then to LLVM. The CPU
+# XLA's order: inline, loops to scf, fold the bounds checks, flatten, hoist loop invariants, vectorize, unroll,
+# then to LLVM. The CPU
 # unrolls only the lane loops that do not vectorize, lowers complex arithmetic to its parts (before
 # ``canonicalize``, which would fold complex ops in Python), and turns the lanes into vector ops once the index
 # arithmetic is lowered and simplified (before ``lower-tensors``).
@@ -78,6 +80,7 @@ PIPELINE: tuple[PassStep, ...] = (
     PassStep(LowerLoopsToScfPass),
     PassStep(SimplifyArithPass),
     PassStep(FlattenTensorsPass),
+    PassStep(LoopInvariantCodeMotionPass),
     PassStep(VectorizeLoadsStoresPass),
     PassStep(UnrollLoopsPass, target_options={"cpu": {"max_unrolled_cost": CPU_MAX_UNROLLED_COST}}),
     PassStep(LowerApplyIndexingPass),

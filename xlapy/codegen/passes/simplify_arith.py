@@ -13,6 +13,8 @@ it exposes the loop body to vectorization (the emitters document's example → t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, ModuleOp
@@ -35,8 +37,10 @@ _DECIDERS = {
 }
 
 
-def value_range(value: SSAValue) -> tuple[int, int] | None:
-    """Inclusive bounds of an ``index`` value, when they are known."""
+def value_range(value: SSAValue, depth: int = 0) -> tuple[int, int] | None:
+    """Inclusive bounds of an integer or ``index`` value, when they are known (looking through at most
+    ``_MAX_DEPTH`` ops of integer arithmetic: index computations are short, and shared operands would make the
+    walk exponential)."""
     owner = value.owner
     if isinstance(owner, Operation):
         if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
@@ -44,6 +48,9 @@ def value_range(value: SSAValue) -> tuple[int, int] | None:
             return v, v
         if isinstance(owner, ApplyIndexingOp):
             return _apply_indexing_range(owner, owner.results.index(value))
+        arithmetic = _ARITHMETIC_RANGES.get(type(owner))
+        if arithmetic is not None:
+            return arithmetic(owner, depth + 1) if depth < _MAX_DEPTH else None
         return get_range(owner)
     parent = owner.parent_op()
     if isinstance(parent, scf.ForOp) and value is parent.body.block.args[0]:
@@ -51,6 +58,76 @@ def value_range(value: SSAValue) -> tuple[int, int] | None:
         if low is not None and high is not None and high[0] > low[1]:
             return low[0], high[1] - 1
     return None
+
+
+def _operand_ranges(op: Operation, depth: int) -> list[tuple[int, int]] | None:
+    ranges = [value_range(operand, depth) for operand in op.operands]
+    return None if any(r is None for r in ranges) else ranges  # type: ignore[return-value]
+
+
+def _clamp_range(op: Operation, depth: int, pick: Callable[[int, int], int]) -> tuple[int, int] | None:
+    """The bounds of ``maxsi``/``minsi`` (``pick``): one operand's bound is enough for one side (a clamp's
+    ``minsi(maxsi(x, 0), n)`` is in ``[0, n]`` whatever ``x`` is)."""
+    a, b = value_range(op.operands[0], depth), value_range(op.operands[1], depth)
+    if a is None and b is None:
+        return None
+    if a is None or b is None:
+        known = a if a is not None else b
+        assert known is not None
+        # maxsi(x, [l, h]) >= l; minsi(x, [l, h]) <= h: the other side is unbounded.
+        low, high = _type_bounds(op.results[0])
+        return (known[0], high) if pick is max else (low, known[1])
+    return pick(a[0], b[0]), pick(a[1], b[1])
+
+
+def _sum_range(op: Operation, depth: int) -> tuple[int, int] | None:
+    ranges = _operand_ranges(op, depth)
+    if ranges is None:
+        return None
+    (a_low, a_high), (b_low, b_high) = ranges
+    if isinstance(op, arith.SubiOp):
+        b_low, b_high = -b_high, -b_low
+    return _unless_wrapping(op, a_low + b_low, a_high + b_high)
+
+
+def _product_range(op: Operation, depth: int) -> tuple[int, int] | None:
+    ranges = _operand_ranges(op, depth)
+    if ranges is None:
+        return None
+    corners = [x * y for x in ranges[0] for y in ranges[1]]
+    return _unless_wrapping(op, min(corners), max(corners))
+
+
+def _cast_range(op: Operation, depth: int) -> tuple[int, int] | None:
+    """An index cast keeps the value (its operand's range, or the whole range of its operand's type) unless it
+    narrows a value its result's type does not hold."""
+    known = value_range(op.operands[0], depth) or _type_bounds(op.operands[0])
+    low, high = _type_bounds(op.results[0])
+    return known if low <= known[0] and known[1] <= high else (low, high)  # a narrowing cast may wrap
+
+
+def _type_bounds(value: SSAValue) -> tuple[int, int]:
+    """The signed range of an integer or ``index`` (64-bit) value's type."""
+    bits = value.type.width.data if isinstance(value.type, IntegerType) else 64
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def _unless_wrapping(op: Operation, low: int, high: int) -> tuple[int, int] | None:
+    """``[low, high]`` when the result's type holds it (the arithmetic wraps otherwise: nothing is known)."""
+    type_low, type_high = _type_bounds(op.results[0])
+    return (low, high) if low >= type_low and high <= type_high else None
+
+
+# The integer arithmetic whose bounds follow from its operands' (start indices are clamped with maxsi/minsi).
+_MAX_DEPTH = 12
+_ARITHMETIC_RANGES: dict[type[Operation], Callable[[Operation, int], tuple[int, int] | None]] = {
+    arith.MaxSIOp: lambda op, depth: _clamp_range(op, depth, max),
+    arith.MinSIOp: lambda op, depth: _clamp_range(op, depth, min),
+    arith.AddiOp: _sum_range,
+    arith.SubiOp: _sum_range,
+    arith.MuliOp: _product_range,
+    arith.IndexCastOp: _cast_range,
+}
 
 
 def _apply_indexing_range(op: ApplyIndexingOp, position: int) -> tuple[int, int] | None:

@@ -70,6 +70,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from xlapy.codegen.dialect import ApplyIndexingOp
+from xlapy.codegen.passes.simplify_arith import value_range
 from xlapy.indexing import affine
 from xlapy.indexing.indexing_map import IndexingMap, Variable
 from xlapy.indexing.interval import Interval
@@ -216,14 +217,20 @@ class _IndexFolder:
         if value is iv:
             return self._dim(iv, Variable(Interval(0, self.size - 1), "vector_index"))
         if _defined_outside(value, self.loop):
-            return self._dim(value, variable)
+            known = value_range(value)
+            bounds = variable.bounds if known is None else variable.bounds.intersect(Interval(*known))
+            return self._dim(value, Variable(bounds, variable.name)) if bounds.lower <= bounds.upper else None
         nested = _nested_loop_of(value, self.nested)
         if nested is not None:  # the same in every lane, in the range of the nested loop's bounds
             lb, ub = _constant_int(nested.lb), _constant_int(nested.ub)
             bounds = Interval(lb, ub - 1) if lb is not None and ub is not None and lb < ub else variable.bounds
             return self._dim(value, Variable(bounds))
         op = value.owner
-        if not isinstance(op, ApplyIndexingOp) or not any(op.parent_op() is p for p in [self.loop, *self.nested]):
+        if not isinstance(op, Operation) or not any(op.parent_op() is p for p in [self.loop, *self.nested]):
+            return None
+        if isinstance(op, (arith.AddiOp, arith.SubiOp, arith.MuliOp)) and isinstance(value.type, IndexType):
+            return self._fold_arithmetic(op)
+        if not isinstance(op, ApplyIndexingOp):
             return None  # computed in the loop by something else: nothing is known about it
         indexing_map = op.indexing_map
         operands = []
@@ -238,6 +245,22 @@ class _IndexFolder:
         dims, symbols = operands[:indexing_map.num_dims], operands[indexing_map.num_dims:]
         self.constraints += [(affine.replace(e, dims, symbols), b) for e, b in indexing_map.constraints.items()]
         return affine.replace(indexing_map.results[value.index], dims, symbols)  # type: ignore[attr-defined]
+
+
+    def _fold_arithmetic(self, op: arith.AddiOp | arith.SubiOp | arith.MuliOp) -> AffineExpr | None:
+        """``a + b``, ``a - b`` or ``a * c`` of index values (an offset added to an index, as the elemental
+        dynamic-slice and the in-place dynamic-update-slice emitter add their clamped starts), a constant ``c``."""
+        anything = Variable(Interval(-(1 << 62), 1 << 62))
+        a, b = self.fold(op.lhs, anything), self.fold(op.rhs, anything)
+        if a is None or b is None:
+            return None
+        if isinstance(op, arith.AddiOp):
+            return affine.add(a, b)
+        if isinstance(op, arith.SubiOp):
+            return affine.add(a, affine.mul(b, affine.const(-1)))
+        if affine.constant_value(a) is None and affine.constant_value(b) is None:
+            return None  # not affine
+        return affine.mul(a, b)
 
 
 def _nested_loop_of(value: SSAValue, nested: Sequence[scf.ForOp]) -> scf.ForOp | None:
