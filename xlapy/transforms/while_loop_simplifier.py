@@ -32,7 +32,7 @@ from xlapy.transforms.hlo_rewrites import (
 )
 
 
-def _integer_constant(instruction: HloInstruction) -> int | None:
+def integer_constant(instruction: HloInstruction) -> int | None:
     if instruction.opcode != "constant" or instruction.shape.is_tuple or instruction.shape.rank != 0:
         return None
     value = np.asarray(instruction.literal)
@@ -51,7 +51,7 @@ def _element_of_parameter(instruction: HloInstruction, computation: HloComputati
     return int(instruction.attr("index"))
 
 
-def _bound(condition: HloComputation) -> tuple[int, int, str] | None:
+def induction_bound(condition: HloComputation) -> tuple[int, int, str] | None:
     """(state index, constant, direction as ``i <direction> constant``) of the condition's root."""
     root = condition.root
     if root is None or root.opcode != "compare":
@@ -59,16 +59,16 @@ def _bound(condition: HloComputation) -> tuple[int, int, str] | None:
     lhs, rhs = root.operands
     direction = str(root.attr("direction"))
     flipped = {"GT": "LT", "GE": "LE", "LT": "GT", "LE": "GE"}
-    index, constant = _element_of_parameter(lhs, condition), _integer_constant(rhs)
+    index, constant = _element_of_parameter(lhs, condition), integer_constant(rhs)
     if index is None or constant is None:
-        index, constant, direction = _element_of_parameter(rhs, condition), _integer_constant(lhs), flipped.get(
+        index, constant, direction = _element_of_parameter(rhs, condition), integer_constant(lhs), flipped.get(
             direction, "")
     if index is None or constant is None or direction not in ("LT", "LE"):
         return None
     return index, constant, direction
 
 
-def _step(body: HloComputation, index: int) -> int | None:
+def induction_step(body: HloComputation, index: int) -> int | None:
     """The constant the body adds to state element ``index``, if that is all it does."""
     root = body.root
     if root is None or root.opcode != "tuple" or index >= len(root.operands):
@@ -78,30 +78,44 @@ def _step(body: HloComputation, index: int) -> int | None:
         return None
     for variable, step in (update.operands, reversed(update.operands)):
         if _element_of_parameter(variable, body) == index:
-            value = _integer_constant(step)
+            value = integer_constant(step)
             return value if value is not None and value > 0 else None
     return None
+
+
+def induction_start(loop: HloInstruction, index: int) -> HloInstruction | None:
+    """The instruction giving state element ``index`` its initial value (through copy insertion's copies)."""
+    init = loop.operands[0]
+    if init.opcode != "tuple" or index >= len(init.operands):
+        return None
+    initial = init.operands[index]
+    while initial.opcode == "copy":
+        initial = initial.operands[0]
+    return initial
 
 
 def trip_count(loop: HloInstruction) -> int | None:
     """How many times ``loop`` runs its body, when its induction variable says so."""
     condition, body = while_condition_and_body(loop)
-    bound = _bound(condition)
+    bound = induction_bound(condition)
     init = loop.operands[0]
     if bound is None or init.opcode != "tuple":
         return None
     index, limit, direction = bound
-    start = _integer_constant(init.operands[index]) if index < len(init.operands) else None
-    step = _step(body, index)
-    if start is None or step is None:
+    initial = induction_start(loop, index)
+    start = integer_constant(initial) if initial is not None else None
+    step = induction_step(body, index)
+    if initial is None or start is None or step is None:
         return None
     end = limit if direction == "LT" else limit + 1
     # Each element type wraps; bounds that do not fit it are left to XLA's general analysis.
-    dtype = np.asarray(init.operands[index].literal).dtype
+    dtype = np.asarray(initial.literal).dtype
     info = np.iinfo(dtype)
-    if not (info.min <= end <= info.max and start + step <= info.max):
+    if not info.min <= end <= info.max:
         return None
-    return max(0, -(-(end - start) // step))
+    trips = max(0, -(-(end - start) // step))
+    # The last step must not wrap: a wrapped variable would pass the test again.
+    return trips if start + trips * step <= info.max else None
 
 
 class WhileLoopSimplifier(HloPass):

@@ -9,18 +9,21 @@ caller's slices."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from xlapy.errors import UnimplementedError
+from xlapy.errors import UnimplementedError, VerifyError
 from xlapy.hlo.ir import HloInstruction, while_condition_and_body
 from xlapy.runtime.thunks.base import ExecutionContext, Thunk, ThunkSequence, run_in_turn
 from xlapy.runtime.thunks.copy import SliceCopies, leaf_copies
 from xlapy.runtime.thunks.registry import thunk_rule
 from xlapy.shapes import Shape
+from xlapy.transforms.hlo_rewrites import has_side_effect
+from xlapy.transforms.while_loop_simplifier import trip_count
 
 if TYPE_CHECKING:
     from xlapy.buffers.assignment import BufferSlice
@@ -38,6 +41,9 @@ class WhileThunk(Thunk):
     predicate: BufferSlice
     body: ThunkSequence
     back: SliceCopies
+    # The number of iterations when the loop's induction variable gives it: the condition is then not run (XLA's
+    # WhileThunk with a known trip count).
+    trips: int | None = None
     kind: str = field(default="control-flow", init=False)
 
     @property
@@ -53,6 +59,15 @@ class WhileThunk(Thunk):
         iteration = run_in_turn([context.prepared(self.body)] + ([context.prepared(self.back)] if self.back else []))
         # The predicate's byte read through a memoryview: a Python int per test, no numpy scalar.
         predicate = memoryview(context.array(self.predicate, _PRED).view(np.uint8))
+
+        trips = self.trips
+        if trips is not None:
+            def run_counted() -> None:
+                initial()
+                for _ in range(trips):
+                    iteration()
+
+            return run_counted
 
         def run_loop() -> None:
             initial()
@@ -135,7 +150,31 @@ def _while(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
     condition_thunks = emitter.emit_computation(condition)
     body_thunks = emitter.emit_computation(body)
     back = leaf_copies(f"{instr.name} (loop state)", emitter.leaves(body.root), state)
-    return [WhileThunk(instr.name, initial, condition_thunks, emitter.slice(condition.root), body_thunks, back)]
+    return [WhileThunk(instr.name, initial, condition_thunks, emitter.slice(condition.root), body_thunks, back,
+                       _checked_trip_count(instr))]
+
+
+def _checked_trip_count(loop: HloInstruction) -> int | None:
+    """The loop's trip count when its induction variable shows it. A ``known_trip_count`` in the loop's
+    ``backend_config`` (the trip-count annotator's, or a file's) is only a claim: one the loop contradicts is an
+    error, and one that cannot be checked (the induction variable's update fused away) is not used."""
+    condition, _ = while_condition_and_body(loop)
+    if any(has_side_effect(i) for i in condition.instructions):
+        return None  # the condition must run, every time
+    trips = trip_count(loop)
+    claimed = _claimed_trip_count(loop)
+    if trips is not None and claimed is not None and claimed != trips:
+        raise VerifyError(f"while {loop.name}: backend_config says known_trip_count n={claimed}, but its induction "
+                          f"variable runs it {trips} times")
+    return trips
+
+
+def _claimed_trip_count(loop: HloInstruction) -> int | None:
+    try:
+        config = json.loads(loop.attr("backend_config") or "{}")
+        return int(config["known_trip_count"]["n"])
+    except (ValueError, TypeError, KeyError):
+        return None
 
 
 @thunk_rule("conditional")
