@@ -43,8 +43,9 @@ if TYPE_CHECKING:
     from xlapy.buffers.schedule import ModuleSchedule
     from xlapy.codegen.pipeline import Dumper
 
-# Ops without a thunk: their values are slices the buffer assignment gives them.
-NO_THUNK_OPCODES = frozenset({"parameter", "constant"}) | FORWARDING_OPCODES
+# Ops without a thunk: their values are slices the buffer assignment gives them (a token has no bytes: joining
+# tokens orders nothing in a sequential run).
+NO_THUNK_OPCODES = frozenset({"parameter", "constant", "after-all"}) | FORWARDING_OPCODES
 
 # The compile options that change the generated code, as the kernel cache's key records them.
 KERNEL_OPTIONS = "backend=cpu native_bf16=False"

@@ -10,6 +10,7 @@ from xlapy.transforms.algebraic import (  # noqa: F401 - importing a family regi
     conversion,
     data_movement,
     dot,
+    dynamic_shapes,
     dynamic_slicing,
     gather,
     iota,
