@@ -35,6 +35,10 @@ def _normal(rng: np.random.Generator, *shape: int, dtype: Any = np.float32, scal
     return (rng.standard_normal(shape) * scale).astype(dtype)
 
 
+def _complex_normal(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+
+
 # -- neural-network building blocks ----------------------------------------
 
 
@@ -363,6 +367,39 @@ def collectives_one_device(x):
                          check_vma=False)(x)
 
 
+# -- linear algebra: the LAPACK (and jaxlib) custom calls JAX emits on the CPU ----------------------------
+
+
+def eigen_decompositions(a, z):
+    # geev (real and complex, right and left vectors) and gees (with and without Schur vectors), batched.
+    w, v = jnp.linalg.eig(a)
+    left = lax.linalg.eig(z, compute_left_eigenvectors=True)
+    schur_form, schur_vectors = lax.linalg.schur(a)
+    schur_form_only = lax.linalg.schur(z, compute_schur_vectors=False)
+    return w, v, left, jnp.linalg.eigvals(z[0]), schur_form, schur_vectors, schur_form_only
+
+
+def matrix_reductions(a, z):
+    # gehrd and orgqr (Hessenberg form with Q), sytrd and hetrd (tridiagonal form), gesvd (the QR-iteration SVD),
+    # geqp3 (column-pivoted QR) and geqrf with ormqr (a product with Q).
+    hermitian = z + jnp.conj(jnp.swapaxes(z, -1, -2))
+    return (jax.scipy.linalg.hessenberg(a[0], calc_q=True), lax.linalg.hessenberg(z),
+            lax.linalg.tridiagonal(a + jnp.swapaxes(a, -1, -2), lower=True),
+            lax.linalg.tridiagonal(hermitian, lower=False),
+            lax.linalg.svd(a, algorithm=lax.linalg.SvdAlgorithm.QR, full_matrices=False),
+            lax.linalg.svd(z[:, :, :3], algorithm=lax.linalg.SvdAlgorithm.QR, compute_uv=False),
+            jax.scipy.linalg.qr(a[1, :, :3], pivoting=True), jax.scipy.linalg.qr_multiply(z[0, :, :3], z[1, :2]))
+
+
+def tridiagonal_solves(dl, d, du, b):
+    # gtsv, and jaxlib's own solver that perturbs tiny pivots (here a singular system: the second row is zero).
+    singular = jnp.zeros_like(d).at[:, 0].set(1.0)
+    complex_dl, complex_du, complex_b = (v.astype(jnp.complex64) for v in (dl, du, b))
+    return (lax.linalg.tridiagonal_solve(dl, d, du, b),
+            lax.linalg.tridiagonal_solve(dl * singular, d * singular, du * singular, b, perturb_singular=True),
+            lax.linalg.tridiagonal_solve(complex_dl, d + 1j * du, complex_du, complex_b, perturb_singular=True))
+
+
 def _build() -> dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]:
     programs: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {}
 
@@ -428,6 +465,10 @@ def _build() -> dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]:
     add(fourier, lambda r: (f32(r, 2, 8), (f32(r, 3, 6) + 1j * f32(r, 3, 6)).astype(np.complex64)))
     add(random_rbg, lambda r: (np.int32(7),))
     add(collectives_one_device, lambda r: (f32(r, 6, 2),))
+    c64 = _complex_normal
+    add(eigen_decompositions, lambda r: (f32(r, 2, 4, 4), c64(r, 2, 4, 4)))
+    add(matrix_reductions, lambda r: (f32(r, 2, 4, 4), c64(r, 2, 4, 4)))
+    add(tridiagonal_solves, lambda r: (f32(r, 2, 5), f32(r, 2, 5) + 3, f32(r, 2, 5), f32(r, 2, 5, 3)))
     return programs
 
 

@@ -1,4 +1,6 @@
-"""``custom-call`` by target name (one entry per target), and ``fft``."""
+"""``custom-call`` by target name (one entry per target), the CPU library calls JAX emits (LAPACK and
+jaxlib's own, computed by ``xlapy.interpreter.lapack`` as the runtime's library thunks compute them), and
+``fft``."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import numpy as np
 
 from xlapy.errors import UnimplementedError
 from xlapy.hlo.shape_rules.custom_call import PASS_THROUGH_TARGETS, SHARD_SHAPE_TARGETS
+from xlapy.interpreter.lapack import is_library_target, library_call
 from xlapy.interpreter.registry import rule
 from xlapy.interpreter.sharding_ops import is_global_side
 
@@ -45,9 +48,19 @@ CUSTOM_CALL_TARGETS: dict[str, Callable] = {
 def _custom_call(instr, operands, ev):
     target = instr.attr("custom_call_target")
     handler = CUSTOM_CALL_TARGETS.get(target)
+    if handler is None and is_library_target(target):
+        return _library_call(instr, operands, ev)
     if handler is None:
         raise UnimplementedError(f"the interpreter does not know custom-call target {target!r} ({instr.name})")
     return handler(instr, operands, ev)
+
+
+def _library_call(instr, operands, ev):
+    # A family of targets (one per routine and element type) rather than entries of CUSTOM_CALL_TARGETS.
+    call = library_call(instr)
+    shapes = list(instr.shape.tuple_shapes) if instr.shape.is_tuple else [instr.shape]
+    results = call.run([np.asarray(o) for o in operands], shapes)
+    return tuple(results) if instr.shape.is_tuple else results[0]
 
 
 @rule("fft")
