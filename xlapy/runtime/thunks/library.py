@@ -10,7 +10,6 @@ Fortran-ordered array LAPACK expects. Tiled layouts are converted through ``from
 
 from __future__ import annotations
 
-import re
 from abc import abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -120,10 +119,3 @@ def result_shapes(instr: HloInstruction) -> list[Shape]:
     """The array results of ``instr``: its shape, or the elements of its tuple shape."""
     return list(instr.shape.tuple_shapes) if instr.shape.is_tuple else [instr.shape]
 
-
-def backend_config_integers(instr: HloInstruction) -> dict[str, int]:
-    """The integer fields of a typed-FFI custom call's ``backend_config`` (``{mode = 65 : ui8, ...}``)."""
-    text = instr.attr("backend_config") or ""
-    if not isinstance(text, str):
-        return {}
-    return {name: int(value) for name, value in re.findall(r"([A-Za-z_][\w.]*)\s*=\s*(-?\d+)", text)}
