@@ -116,12 +116,12 @@ ENTRY e {
 
 def test_unsupported_fused_ops_are_named_before_compiling():
     module = parse_module("""HloModule m
-f { a = f32[4] parameter(0)  u = u32[4] parameter(1)  r = s32[4] stochastic-convert(a, u)
-    ROOT c = s32[4] negate(r) }
-ENTRY e { p = f32[4] parameter(0)  q = u32[4] parameter(1)  w = f32[4] copy(p)
-          ROOT fusion = s32[4] fusion(w, q), kind=kLoop, calls=f }
+f { a = f32[2,2] parameter(0)  r = f32[2,2] cholesky(a), lower=true
+    ROOT c = f32[2,2] negate(r) }
+ENTRY e { p = f32[2,2] parameter(0)  w = f32[2,2] copy(p)
+          ROOT fusion = f32[2,2] fusion(w), kind=kLoop, calls=f }
 """)
-    with pytest.raises(UnimplementedError, match=r"cannot run m: stochastic-convert \(r\) in fusion fusion;"):
+    with pytest.raises(UnimplementedError, match=r"cannot run m: cholesky \(r\) in fusion fusion;"):
         xlapy.compile(module, run_hlo_passes=False)
 
 

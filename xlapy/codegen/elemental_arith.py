@@ -415,9 +415,15 @@ def _float_to_int(em: FunctionEmitter, x: SSAValue, source: str, target: str) ->
     unsigned = is_unsigned(target)
     low, high = (0, (1 << width) - 1) if unsigned else (-(1 << (width - 1)), (1 << (width - 1)) - 1)
     converted = em.insert((arith.FPToUIOp if unsigned else arith.FPToSIOp)(x, target_type)).result
-    # fl(high) is the first float >= high, so x >= fl(high) means trunc(x) >= high.
-    above = em.insert(arith.CmpfOp(x, _const_like(em, float(high), source), "oge")).result
-    below = em.insert(arith.CmpfOp(x, _const_like(em, float(low), source), "ole")).result
+    # fl(high) is the first float >= high, so x >= fl(high) means trunc(x) >= high. A bound past the source's
+    # range (f16 to 32 bits and more) rounds to ±inf, which only ±inf reaches.
+    from xlapy.shapes import ELEMENT_TYPES
+
+    largest = float(ml_dtypes.finfo(ELEMENT_TYPES[source].dtype).max)
+    above_at, below_at = (bound if abs(bound) <= largest else np.copysign(np.inf, bound)
+                          for bound in (float(high), float(low)))
+    above = em.insert(arith.CmpfOp(x, _const_like(em, above_at, source), "oge")).result
+    below = em.insert(arith.CmpfOp(x, _const_like(em, below_at, source), "ole")).result
     is_nan = em.insert(arith.CmpfOp(x, x, "uno")).result
     result = em.insert(arith.SelectOp(above, _const_like(em, high, target), converted)).result
     result = em.insert(arith.SelectOp(below, _const_like(em, low, target), result)).result

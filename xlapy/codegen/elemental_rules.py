@@ -7,8 +7,10 @@ from __future__ import annotations
 from xlapy.codegen import (  # noqa: F401 - they fill the tables
     elemental_arith,
     elemental_complex,
+    elemental_map,
     elemental_movement,
     elemental_reduce,
+    elemental_stochastic_convert,
 )
 from xlapy.codegen.elemental import (
     ANY_ELEMENT_TYPE,

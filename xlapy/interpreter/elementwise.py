@@ -352,9 +352,10 @@ def _bitcast_convert(instr, operands, ev) -> np.ndarray:
 @rule("map")
 def _map(instr, operands, ev):
     # The computation runs on whole arrays; one that ignores its parameters (a constant) gives a scalar,
-    # which every element of the map's result takes.
+    # which every element of the map's result takes. The operands' shape, not the instruction's: a map nested in
+    # a mapped computation is applied to the outer map's arrays too.
     result = np.asarray(ev.call(instr.called_computations[0], *operands))
-    return np.broadcast_to(result, tuple(instr.shape.dimensions)).copy()
+    return np.broadcast_to(result, np.shape(operands[0])).copy()
 
 
 # -- reduce-precision ------------------------------------------------------------------

@@ -7,7 +7,8 @@ and ``COMPLEX_ELEMENTAL`` tables) plus the ops it emits with loops of their own
 (``reduce``, ``reduce-window``, ``dynamic-update-slice``); a test keeps the two
 in step. ``is_loop_emittable`` adds the cheap checks of element types and forms
 the emitter refuses (complex numbers outside the complex rules, bitcast-convert
-between widths of sub-byte types or pred, gather outside ``gather_simplifier``'s canonical form).
+between widths of sub-byte types or pred, gather outside ``gather_simplifier``'s canonical form,
+a map whose computation holds an array or an op the emitter cannot compute on scalars).
 
 ``can_be_loop_fused`` is XLA:CPU's ``CanBeLoopFused``
 (``xla/service/cpu/cpu_instruction_fusion.cc``): elementwise ops and the data
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from xlapy.hlo.ir import HloInstruction
+from xlapy.hlo.ir import HloComputation, HloInstruction
 from xlapy.hlo.opcodes import OPCODES
 from xlapy.shapes import ELEMENT_TYPES
 
@@ -27,9 +28,9 @@ from xlapy.shapes import ELEMENT_TYPES
 ELEMENTAL_OPCODES = frozenset("""
 abs add and atan2 bitcast bitcast-convert broadcast cbrt ceil clamp compare complex concatenate constant convert
 copy cosine count-leading-zeros divide dynamic-slice erf exponential exponential-minus-one floor gather imag iota
-is-finite log log-plus-one logistic maximum minimum multiply negate not or pad popcnt power real reduce-precision
-remainder reshape reverse round-nearest-afz round-nearest-even rsqrt select shift-left shift-right-arithmetic
-shift-right-logical sign sine slice sqrt subtract tan tanh transpose xor
+is-finite log log-plus-one logistic map maximum minimum multiply negate not or pad popcnt power real
+reduce-precision remainder reshape reverse round-nearest-afz round-nearest-even rsqrt select shift-left
+shift-right-arithmetic shift-right-logical sign sine slice sqrt stochastic-convert subtract tan tanh transpose xor
 """.split())
 
 # Ops the loop emitter writes with loops of their own rather than one elemental rule.
@@ -42,7 +43,7 @@ LOOP_EMITTER_OPCODES = ELEMENTAL_OPCODES | LOOP_OPCODES
 # (``ANY_ELEMENT_TYPE``).
 COMPLEX_OPCODES = frozenset("""
 abs add compare complex convert cosine divide exponential exponential-minus-one imag iota log log-plus-one logistic
-multiply negate power real rsqrt sign sine sqrt subtract tan tanh
+map multiply negate power real rsqrt sign sine sqrt subtract tan tanh
 broadcast transpose reshape bitcast slice reverse copy constant pad concatenate dynamic-slice gather select
 """.split())
 
@@ -67,9 +68,10 @@ def _bits(element_type: str) -> int:
 
 def is_elementwise(instr: HloInstruction) -> bool:
     """XLA's ``IsElementwise``: unary/binary/ternary elementwise ops, constants,
-    and bitcast-converts between types of one width."""
+    maps (over every dimension in order, as the shape rule requires) and
+    bitcast-converts between types of one width."""
     spec = OPCODES.get(instr.opcode)
-    if instr.opcode == "constant":
+    if instr.opcode in ("constant", "map"):
         return True
     if instr.opcode == "bitcast-convert":
         return _bits(instr.shape.element_type) == _bits(instr.operands[0].shape.element_type)
@@ -105,7 +107,20 @@ def is_loop_emittable(instr: HloInstruction) -> bool:
     if instr.opcode == "bitcast-convert" and _bits(types[0]) != _bits(types[1]) and \
             (min(_bits(types[0]), _bits(types[1])) < 8 or "pred" in types):
         return False  # between widths only types of whole bytes
+    if instr.opcode == "map":
+        return _computes_scalars(instr.called_computations[0])
     return instr.opcode != "gather" or _is_canonical_gather(instr)
+
+
+def _computes_scalars(computation: HloComputation) -> bool:
+    """Whether the emitter can make a function of scalars of ``computation`` (a mapped computation): every
+    instruction a scalar array it computes (nested maps included)."""
+    for instr in computation.instructions:
+        if instr.shape.is_tuple or instr.shape.dimensions:
+            return False
+        if instr.opcode != "parameter" and not is_loop_emittable(instr):
+            return False
+    return True
 
 
 def can_be_loop_fused(instr: HloInstruction, emittable: EmittablePredicate | None = None) -> bool:

@@ -14,9 +14,10 @@ A producer left without users is removed.
 The rules, XLA:CPU's unless said otherwise:
 
 * Both sides are loop-fusible (``fusible_ops.can_be_loop_fused``: elementwise
-  ops, bitcast, broadcast, concatenate, dynamic-slice, dynamic-update-slice,
-  gather, iota, pad, reduce, reshape, reverse, slice, transpose, as far as the
-  loop emitter computes them) or the consumer is already a loop fusion. So
+  ops, maps included (elementwise for XLA's ``IsElementwise``), bitcast,
+  broadcast, concatenate, dynamic-slice, dynamic-update-slice, gather, iota,
+  pad, reduce, reshape, reverse, slice, transpose, as far as the loop emitter
+  computes them) or the consumer is already a loop fusion. So
   dots, convolutions, sort, custom-calls, fft, control flow, random numbers,
   collectives, parameters, tuples and get-tuple-elements stay unfused. XLA:CPU
   also fuses small matrix-vector dots; xlapy leaves every dot to its library

@@ -6,7 +6,7 @@ whose computation is one operation on its parameters becomes that operation on t
 - It returns an elementwise op whose operands are all parameters: the map is that op, over the operands
   the parameters stand for, in the map's shape.
 
-Any other computation keeps its ``map`` (the CPU backend refuses it by name).
+Any other computation keeps its ``map``, which the loop emitter computes by calling the computation per element.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ then clamped to the result type's bounds where ``x`` is at or beyond them.
 Each step is exact (the fraction has fewer significant bits than ``x``, and
 scaling by a power of two only moves the exponent), so the expansion rounds
 exactly as the op does. XLA defines no expansion to other result types and
-reports them as an error.
+reports them as an error; xlapy does so for unsigned results and leaves float
+results to the code generator's elemental rule.
 """
 
 from __future__ import annotations
@@ -43,8 +44,11 @@ class StochasticConvertDecomposer(OpExpanderPass):
     def matches(self, instruction: HloInstruction) -> bool:
         if instruction.opcode != "stochastic-convert":
             return False
-        # Checked while matching, so an unsupported op fails before anything is rewritten.
+        # Checked while matching, so an unsupported op fails before anything is rewritten. A float result is
+        # left to the code generator's elemental rule (``xlapy/codegen/elemental_stochastic_convert.py``).
         result_type = instruction.shape.element_type
+        if element_type(result_type).kind is TypeKind.FLOAT:
+            return False
         if element_type(result_type).kind is not TypeKind.SIGNED:
             operand_type = instruction.operands[0].shape.element_type
             raise UnimplementedError(f"{instruction.name}: stochastic-convert from {operand_type} to "
