@@ -15,7 +15,7 @@ import numpy as np
 from xlapy.interpreter.complex_math import COMPLEX_RULES
 from xlapy.interpreter.numerics import convert, dtype_of, type_of, widen
 from xlapy.interpreter.registry import rule
-from xlapy.shapes import TypeKind
+from xlapy.shapes import ELEMENT_TYPES, TypeKind
 
 
 def _on_widened(opcode: str, function, arity: int):
@@ -409,7 +409,7 @@ def _stochastic_convert(instr, operands, ev) -> np.ndarray:
     """Float → integer rounding the magnitude up when the random bits fall
     below the fraction scaled to their width; saturating, NaN → 0."""
     value, random = widen(operands[0]).astype(np.float64), np.asarray(operands[1])
-    bits = random.dtype.itemsize * 8
+    bits = ELEMENT_TYPES[instr.operands[1].shape.element_type].bit_width  # u4 and u2 are stored in bytes
     magnitude = np.abs(value)
     whole = np.floor(magnitude)
     # Compared as integers: u64 bits lose their low bits in float64. The scaled
