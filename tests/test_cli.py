@@ -686,3 +686,50 @@ def test_progress_shows_on_a_terminal_once_a_compile_has_run_a_second():
     progress("kernel 1/3: fusion.2")
     progress.close()
     assert not_a_terminal.getvalue() == ""
+
+
+# A kernel choosing among four operands by the thread's column: the chain of branches becomes a switch, which
+# LLVM's loop vectorizer does not widen.
+CONCATENATE_FOUR = """HloModule concat4
+ENTRY e {
+  a = s32[12,1] parameter(0)
+  b = s32[12,1] parameter(1)
+  c = s32[12,1] parameter(2)
+  d = s32[12,1] parameter(3)
+  ROOT r = s32[12,4] concatenate(a, b, c, d), dimensions={1}
+}
+"""
+
+
+def _run_in_a_process(tmp_path: Path, name: str, text: str) -> subprocess.CompletedProcess:
+    """``xlapy run --compare`` on ``text`` in a process of its own with an empty kernel cache (every kernel goes
+    through LLVM, which writes its diagnostics to file descriptor 2, where capsys does not look)."""
+    hlo = tmp_path / f"{name}.hlo"
+    hlo.write_text(text)
+    environment = {**os.environ, "XLAPY_CACHE_DIR": str(tmp_path / "cache")}
+    return subprocess.run([sys.executable, "-m", "xlapy.cli", "run", str(hlo), "--compare"], capture_output=True,
+                          text=True, timeout=600, env=environment, cwd=tmp_path)
+
+
+def _assert_only_the_summary_on_stderr(result: subprocess.CompletedProcess, module_name: str) -> None:
+    assert result.returncode == 0, result.stderr
+    summary = SUMMARY.pattern.replace("compiled loop:", f"compiled {module_name}:")
+    assert re.fullmatch(summary, result.stderr.rstrip("\n")) and result.stderr.count("\n") == 1, result.stderr
+    assert result.stdout.splitlines()[-1].endswith("with the interpreter: max error 0 ulp"), result.stdout
+
+
+def test_a_compile_prints_nothing_but_its_summary_on_stderr(tmp_path):
+    """No diagnostic of LLVM's comes out of a compile: a thread loop the vectorizer cannot widen once made it report
+    its failure ("remark: ... loop not vectorized: ...") on stderr."""
+    _assert_only_the_summary_on_stderr(_run_in_a_process(tmp_path, "concat4", CONCATENATE_FOUR), "concat4")
+
+
+@pytest.mark.slow
+def test_a_jax_program_compiles_with_nothing_but_its_summary_on_stderr(tmp_path):
+    """The corpus program where LLVM's diagnostics showed: the gradient of a max pool."""
+    from tools.jax_corpus import PROGRAMS
+    from xlapy.frontends.jax import lowered_text
+
+    fun, args = PROGRAMS["maxpool_grad"]
+    result = _run_in_a_process(tmp_path, "maxpool_grad", lowered_text(fun, *args))
+    _assert_only_the_summary_on_stderr(result, "jit_maxpool_grad")

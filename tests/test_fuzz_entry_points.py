@@ -4,9 +4,10 @@ rejects it with an XlapyError (the command line: exit 1 and one stderr line
 answer. The generators and the classification are the fuzzing harness's
 (``tools/fuzz``); ``tools/fuzz_entry_points.py`` runs the same for longer.
 
-Pure-Python entry points run in this process; compiling, the kernel cache
-and the command line run in a worker process, so that a crash or a hang
-fails the test instead of killing the run."""
+Pure-Python entry points run in this process; compiling (``xlapy.compile``
+and the JAX frontend's ``jit``), the kernel cache and the command line run in
+a worker process, so that a crash or a hang fails the test instead of killing
+the run."""
 
 from __future__ import annotations
 
@@ -81,6 +82,24 @@ def test_native_and_command_line_entry_points_fail_cleanly(worker: Worker, entry
     case = ENTRY_POINTS[entry].generate(rng)
     outcome, _ = worker.run(entry, case)
     assert outcome.outcome in ACCEPTABLE, _explain(entry, case, outcome)
+
+
+@pytest.fixture(scope="module")
+def jit_worker():
+    # Each input also imports JAX (once per worker) and compiles with XLA:CPU, the reference: more time per input.
+    pool = Worker(timeout=60.0, memory_bytes=8 << 30)
+    yield pool
+    pool.close()
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(rng=st.randoms(use_true_random=False))
+def test_jax_jit_fails_cleanly_and_agrees_with_jax(jit_worker: Worker, rng: random.Random) -> None:
+    """``xlapy.frontends.jax.jit`` on generated calls (``tools/fuzz/targets_jax.py``): the result of jax.jit bit for
+    bit, or an XlapyError; an XlapyError wherever jax.jit raises."""
+    case = ENTRY_POINTS["jit"].generate(rng)
+    outcome, _ = jit_worker.run("jit", case)
+    assert outcome.outcome in ACCEPTABLE, _explain("jit", case, outcome)
 
 
 def test_worker_runs_the_xlapy_under_test(worker: Worker) -> None:

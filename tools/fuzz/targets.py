@@ -7,7 +7,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tools.fuzz import targets_cli, targets_run, targets_text
+from tools.fuzz import targets_cli, targets_jax, targets_run, targets_text
 from tools.fuzz.outcome import Outcome, from_exception
 
 
@@ -30,6 +30,7 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
     "cli_indexing": EntryPoint(targets_cli.generate_cli_indexing, targets_cli.run_cli_indexing),
     "cli_layout": EntryPoint(targets_cli.generate_cli_layout, targets_cli.run_cli_layout),
     "cli_sdy": EntryPoint(targets_cli.generate_cli_sdy, targets_cli.run_cli_sdy),
+    "jit": EntryPoint(targets_jax.generate_jit, targets_jax.run_jit),
 }
 
 # In-process runs are safe for these (pure Python, bounded work); the others

@@ -6,7 +6,13 @@ buffer-forwarding ops): a bitcast is its operand's bytes, a get-tuple-element
 its operand's element, a tuple its operands, a parameter of a while's
 condition or body the while's own value, a parameter of a conditional branch
 the conditional's operand for that branch, a parameter of a call target the
-call's operand, and a call the root of its target.
+call's operand, and a call the root of its target. The asynchronous pairs
+alias as in XLA's dataflow analysis: a start holds its operands in element
+{0} of its value (a copy-start in {1}) and defines its result and contexts
+(an async-start's result is the root of the computation it wraps, whose
+parameters are its operands); a done's value is its start's result element
+(an all-reduce-done's, its start's whole value), an async-update's its
+operand's.
 
 Liveness is measured on one timeline for the whole module: the entry's
 schedule with each control-flow instruction's computations spliced in where
@@ -35,6 +41,16 @@ ShapeIndex = tuple[int, ...]
 
 # Ops whose value is (part of) their operands' bytes, without a buffer of their own.
 FORWARDING_OPCODES = frozenset({"bitcast", "get-tuple-element", "tuple", "add-dependency", "opt-barrier", "domain"})
+
+# The ends of asynchronous pairs, whose value is the element at this index of their operand's (the start's).
+ASYNC_RESULT_ELEMENT: dict[str, ShapeIndex] = {
+    "all-reduce-done": (), "all-gather-done": (1,), "collective-permute-done": (1,), "copy-done": (0,),
+    "async-update": (), "async-done": (1,),
+}
+# Starts that hold their operands in an element of their value: the element's index.
+OPERANDS_ELEMENT: dict[str, ShapeIndex] = {
+    "all-gather-start": (0,), "collective-permute-start": (0,), "async-start": (0,), "copy-start": (1,),
+}
 
 
 def array_leaves(shape: Shape, prefix: ShapeIndex = ()) -> list[tuple[ShapeIndex, Shape]]:
@@ -191,6 +207,10 @@ class _Walker:
                 self.bind(instr, {(i, *index): b for i, leaves in enumerate(operands) for index, b in leaves.items()})
             elif opcode == "call":
                 self.call(instr, operands)
+            elif opcode in ASYNC_RESULT_ELEMENT:
+                self.bind(instr, _subtree(operands[0], ASYNC_RESULT_ELEMENT[opcode]))
+            elif opcode in OPERANDS_ELEMENT:
+                self.start(instr, operands)
             elif opcode == "while":
                 # An element the body passes on unchanged is never written: the loop keeps it where it was.
                 invariant = loop_invariant_leaves(instr)
@@ -208,6 +228,22 @@ class _Walker:
         self.walk(callee, {id(p): operands[p.parameter_number] for p in callee.parameters})
         self.step += 1
         self.bind(instr, self.liveness.buffers_of(callee.root))
+
+    def start(self, instr: HloInstruction, operands: list[dict[ShapeIndex, LogicalBuffer]]) -> None:
+        """An asynchronous start: its operands' buffers in their element (each operand at its number below it
+        when the element is a tuple of them: always for async-start, for several operands otherwise), an
+        async-start's result the root of the computation it runs (walked here, as a call's), the rest defined."""
+        element = OPERANDS_ELEMENT[instr.opcode]
+        numbered = instr.opcode == "async-start" or len(operands) > 1
+        held = {(*element, *((number,) if numbered else ()), *index): buffer
+                for number, leaves in enumerate(operands) for index, buffer in leaves.items()}
+        if instr.opcode == "async-start":
+            callee = instr.called_computations[0]
+            self.walk(callee, {id(p): operands[p.parameter_number] for p in callee.parameters})
+            self.step += 1
+            held.update({(1, *index): buffer for index, buffer in self.liveness.buffers_of(callee.root).items()})
+        self.bind(instr, {index: held[index] if index in held and held[index].shape == leaf else
+                          self.define(instr, index, leaf) for index, leaf in array_leaves(instr.shape)})
 
     def run_while(self, instr: HloInstruction) -> None:
         condition, body = while_condition_and_body(instr)

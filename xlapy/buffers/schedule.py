@@ -1,8 +1,8 @@
 """The order each computation that runs as a sequence of thunks executes its
 instructions in: the entry, and the computations control flow runs (while
-conditions and bodies, conditional branches, ``call`` targets). Fused
-computations, reducers, comparators and scatter combiners are applied inside
-kernels and have no schedule."""
+conditions and bodies, conditional branches, ``call`` targets, the computations
+async-starts wrap). Fused computations, reducers, comparators and scatter
+combiners are applied inside kernels and have no schedule."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from xlapy.errors import UnimplementedError, VerifyError
 from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlapy.memory import buffer_bytes
 
-# Opcodes whose called computations run as thunk sequences of their own.
-SEQUENCED_CALLERS = frozenset({"while", "conditional", "call"})
+# Opcodes whose called computations run as thunk sequences of their own (an async-start's, at once: the CPU
+# backend runs asynchronous pairs synchronously).
+SEQUENCED_CALLERS = frozenset({"while", "conditional", "call", "async-start"})
 
 
 @dataclass

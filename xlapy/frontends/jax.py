@@ -11,8 +11,11 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import os
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from xlapy.errors import XlapyError
 from xlapy.hlo import HloModule, parse_module
@@ -92,21 +95,39 @@ class JitFunction:
                          tuple(sorted((k, v) for k, v in kwargs.items() if k in self.static_argnames)))
         try:
             types = tuple(jax.typeof(leaf) for leaf in leaves)
-        except TypeError as error:
+        except (TypeError, ValueError, OverflowError) as error:
             raise XlapyError(f"jit({self._name}): {error}; arguments are arrays or numbers (or static)") from None
+        for leaf in leaves:  # what JAX types but xlapy cannot run: abstract values (jax.ShapeDtypeStruct), tracers
+            if isinstance(leaf, jax.core.Tracer):
+                raise XlapyError(f"jit({self._name}) is called inside a JAX transformation; xlapy runs concrete "
+                                 "arrays only")
+            if not isinstance(leaf, (np.ndarray, np.generic, jax.Array, bool, int, float, complex)):
+                raise XlapyError(f"jit({self._name}): an argument of type {type(leaf).__name__} is not an array "
+                                 "or a number")
         try:
             entry = self._compiled.get((tree, types, static_values))
         except TypeError as error:
             raise XlapyError(f"jit({self._name}): a static argument is not hashable: {error}") from None
         if entry is None:
-            lowered = jax.jit(self.fun, keep_unused=True, static_argnums=self.static_argnums,
-                              static_argnames=self.static_argnames).lower(*args, **kwargs)
+            lowered = self._lower(jax, args, kwargs)
             module = parse_module(lowered.as_text(dialect="hlo"), source=self._name)
             from xlapy.runtime import compile as compile_module
 
             entry = (compile_module(module, **self.compile_options), lowered.out_tree)
             self._compiled[(tree, types, static_values)] = entry
         return entry[0], entry[1], leaves
+
+    def _lower(self, jax: Any, args: tuple, kwargs: dict) -> Any:
+        """``jax.jit(fun).lower(...)`` for these arguments. JAX's refusals (a function it cannot trace, arguments
+        that do not fit it, bad static arguments) and the exceptions ``fun`` itself raises while traced become one
+        ``XlapyError`` naming them, the original chained."""
+        try:
+            return jax.jit(self.fun, keep_unused=True, static_argnums=self.static_argnums,
+                           static_argnames=self.static_argnames).lower(*args, **kwargs)
+        except Exception as error:  # anything the traced Python code raises is the caller's
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise XlapyError(f"jit({self._name}): JAX cannot lower it for these arguments: "
+                             f"{type(error).__name__}: {first_line}") from error
 
     def _static_positions(self, count: int) -> set[int]:
         positions = set()
@@ -145,8 +166,13 @@ def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence
     ``static_argnums`` / ``static_argnames`` (whose meaning is ``jax.jit``'s) go to ``xlapy.compile``
     (``dump_to``, ``disabled_hlo_passes``, ...). Arguments are numpy or JAX arrays (or Python numbers),
     results numpy arrays in the structure ``fun`` returns."""
-    numbers = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
-    names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+    numbers = (static_argnums,) if isinstance(static_argnums, int) else _sequence(static_argnums)
+    names = (static_argnames,) if isinstance(static_argnames, str) else _sequence(static_argnames)
+    if numbers is None or not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers):
+        raise XlapyError(f"jit: static_argnums is an integer or a sequence of integers, got {static_argnums!r}")
+    if names is None or not all(isinstance(n, str) for n in names):
+        raise XlapyError(f"jit: static_argnames is a string or a sequence of strings, got {static_argnames!r}")
+    _check_compile_options(compile_options)
 
     def wrap(function: Callable[..., Any]) -> JitFunction:
         if not callable(function):
@@ -154,3 +180,45 @@ def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence
         return JitFunction(function, numbers, names, compile_options)
 
     return wrap if fun is None else wrap(fun)
+
+
+def _sequence(value: Any) -> tuple | None:
+    try:
+        return tuple(value)
+    except TypeError:
+        return None
+
+
+# The types of ``xlapy.compile``'s options (``dump_to`` may be any path).
+_OPTION_TYPES: dict[str, tuple[type, ...]] = {
+    "backend": (str,), "dump_to": (str, os.PathLike, type(None)), "dump_pass_re": (str, type(None)),
+    "verify": (bool,), "run_hlo_passes": (bool,),
+}
+
+
+def _check_compile_options(options: dict[str, Any]) -> None:
+    """Refuse, when ``jit`` is applied, the keywords ``xlapy.compile`` does not take and values of the wrong type,
+    rather than at the first call."""
+    from xlapy.runtime import compile as compile_module
+
+    known = [name for name in inspect.signature(compile_module).parameters if name != "module"]
+    for name, value in options.items():
+        if name not in known:
+            raise XlapyError(f"jit: unknown option {name!r}; besides static_argnums and static_argnames, jit takes "
+                             f"xlapy.compile's: {', '.join(known)}")
+        types = _OPTION_TYPES.get(name)
+        if types is not None and not isinstance(value, types):
+            raise XlapyError(f"jit: option {name}={value!r} has the wrong type")
+    passes = options.get("disabled_hlo_passes", ())
+    if isinstance(passes, str) or not _is_sequence_of_strings(passes):
+        raise XlapyError(f"jit: disabled_hlo_passes is a sequence of pass names, got {passes!r}")
+    progress = options.get("progress")
+    if progress is not None and not callable(progress):
+        raise XlapyError(f"jit: progress is a function of one string, got {progress!r}")
+
+
+def _is_sequence_of_strings(value: Any) -> bool:
+    try:
+        return all(isinstance(item, str) for item in value)
+    except TypeError:
+        return False

@@ -30,7 +30,7 @@ Semantics choices:
   vectors (`vector_index` is the SIMD lane), math functions included (their vector forms). Where lanes are
   still read one by one (`vector.extract`), vectors are kept per lane (`_Lanes`) so that the loop vectorizer
   vectorizes the thread loop across threads; the thread loop then carries a vectorization-width hint
-  (`_thread_loop_width`).
+  (`_thread_loop_width`) when its body is straight-line code (`_always_vectorizable`).
 - Integer division and remainder never trap: the divisor is replaced by 1 where it is 0 (or where signed
   division overflows), and x / 0 = -1 (all ones), x % 0 = x, MIN / -1 = MIN, MIN % -1 = 0 (XLA's semantics).
 - `math.*` transcendentals call the always-inline functions of `math_library.math_function`; `arith.remf`
@@ -90,8 +90,10 @@ from xlapy.registry import registrar
 # --- types ------------------------------------------------------------------------------------------------------
 
 
-class BFloatType(ir.types._BaseFloatType):
-    """LLVM's `bfloat` (llvmlite has no class for it); constants print as `0xRXXXX`."""
+class BFloatType(ir.Type):
+    """LLVM's `bfloat`. llvmlite has no class for it: this one derives from `ir.Type`, the public base of its types,
+    and defines what a type defines (its name in LLVM IR, equality, `format_constant`: constants print as
+    `0xRXXXX`)."""
 
     null = "0.0"
     intrinsic_name = "bf16"
@@ -99,12 +101,16 @@ class BFloatType(ir.types._BaseFloatType):
     def __str__(self) -> str:
         return "bfloat"
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BFloatType)
+
+    def __hash__(self) -> int:
+        return hash(BFloatType)
+
     def format_constant(self, value: float) -> str:
         bits = int(np.array(value, dtype=ml_dtypes.bfloat16).view(np.uint16))
         return f"0xR{bits:04X}"
 
-
-BFloatType._create_instance()
 
 F32 = ir.FloatType()
 F64 = ir.DoubleType()
@@ -276,6 +282,23 @@ def _is_vectorized(function: func.FuncOp) -> bool:
             return False
         has_vectors = has_vectors or any(isinstance(r.type, VectorType) for r in op.results)
     return has_vectors
+
+
+def _always_vectorizable(function: func.FuncOp) -> bool:
+    """Whether LLVM's loop vectorizer can always widen the thread loop of `function`: its body, with the helpers it
+    calls (inlined by then), is straight-line code without complex numbers (LLVM structs). Loops inside (a
+    reduction's) and branches are not: the if-conversion of branches can fail (SimplifyCFG turns a chain of
+    `scf.if` on one value into a switch the vectorizer does not take). Only these loops get the width hint: on a
+    loop it does not vectorize, a hint makes LLVM print its analysis and a warning to stderr ("loop not
+    vectorized: ..."); without one the cost model decides, silently."""
+    module = function.parent_op()
+    functions = [op for op in module.ops if isinstance(op, func.FuncOp)] if isinstance(module, ModuleOp) else []
+    for op in (op for f in functions or [function] for op in f.walk()):
+        if isinstance(op, (scf.ForOp, scf.IfOp, scf.WhileOp, scf.IndexSwitchOp)):
+            return False
+        if any(isinstance(r.type, ComplexType) for r in op.results):
+            return False
+    return True
 
 
 def _loop_metadata(module: ir.Module, width: int) -> ir.values.MDValue:
@@ -1247,12 +1270,9 @@ def _emit_loops(t: _Translator, function: func.FuncOp, threads: int) -> None:
     th.add_incoming(next_th, b.block)
     block_latch = kernel.append_basic_block("block.latch")
     latch = b.cbranch(b.icmp_signed("<", next_th, _constant(I64, threads)), thread_header, block_latch)
-    # A vectorized body is already SIMD code; the loop vectorizer cannot widen complex numbers (LLVM structs), nor
-    # a loop with a loop inside (a reduction's), nor a loop of fewer iterations than lanes.
-    has_complex = any(isinstance(r.type, ComplexType) for op in function.walk() for r in op.results)
-    has_inner_loop = any(isinstance(op, scf.ForOp) for op in function.walk())
+    # A vectorized body is already SIMD code, and a loop of fewer iterations than lanes has nothing to widen.
     width = _thread_loop_width(function)
-    if t.scalar_lanes and not has_complex and not has_inner_loop and threads >= width:
+    if t.scalar_lanes and threads >= width and _always_vectorizable(function):
         latch.set_metadata("llvm.loop", _loop_metadata(t.module, width))
     b.position_at_end(block_latch)
     bl.add_incoming(b.add(bl, _constant(I64, 1), name="bl.next"), block_latch)

@@ -2,6 +2,7 @@
 imports them all, so the emitter never sees a table half filled."""
 
 from xlapy.runtime.thunks import (  # noqa: F401 - importing a family registers its rules
+    async_ops,
     collectives,
     control_flow,
     convolution,

@@ -10,8 +10,8 @@ every group holds that device alone, so each collective is a copy of its operand
 - replica-id, partition-id: 0.
 
 A module on several devices is refused when its thunks are emitted (``UnimplementedError`` naming each
-collective): the CPU backend runs one device. The asynchronous start/done forms are not made by XLA:CPU and
-have no thunks here."""
+collective): the CPU backend runs one device. The asynchronous start/done forms run as these, at their start
+(``async_ops.py``)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class FillThunk(Thunk):
         context.array(self.out, self.shape)[...] = self.value
 
 
-def _check_one_device(instr: HloInstruction, emitter: ThunkEmitter) -> None:
+def check_one_device(instr: HloInstruction, emitter: ThunkEmitter) -> None:
     layout = DeviceLayout.of(emitter.module)
     devices = layout.replica_count * layout.num_partitions
     if devices != 1:
@@ -56,10 +56,12 @@ def _check_one_device(instr: HloInstruction, emitter: ThunkEmitter) -> None:
                                  "CPU backend runs collectives of one device only")
 
 
-def _operand_copies(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
-    """The copies of every array leaf of the operands, in order, into the result's leaves."""
+def operand_copies(instr: HloInstruction, emitter: ThunkEmitter,
+                   destinations: list[tuple[Shape, BufferSlice]] | None = None) -> list[Thunk]:
+    """The copies of every array leaf of the operands, in order, into ``destinations`` (default: the result's
+    leaves)."""
     sources = [leaf for operand in instr.operands for leaf in emitter.leaves(operand)]
-    destinations = emitter.leaves(instr)
+    destinations = emitter.leaves(instr) if destinations is None else destinations
     for (source_shape, _), (shape, _) in zip(sources, destinations):
         if source_shape.dimensions != shape.dimensions or not same_physical_layout(source_shape, shape):
             raise UnimplementedError(f"{instr.opcode} ({instr.name}) from {source_shape} to {shape}: on one device "
@@ -70,23 +72,28 @@ def _operand_copies(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]
 
 @thunk_rule(*_COPYING)
 def _copying_collective(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
-    _check_one_device(instr, emitter)
-    return _operand_copies(instr, emitter)
+    check_one_device(instr, emitter)
+    return operand_copies(instr, emitter)
 
 
 @thunk_rule("collective-permute")
 def _collective_permute(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
-    _check_one_device(instr, emitter)
-    if len(instr.operands) != 1 or instr.shape.is_tuple:
-        raise UnimplementedError(f"collective-permute ({instr.name}) of {len(instr.operands)} operands: the CPU "
+    return permute_thunks(instr, emitter, instr.shape, emitter.slice(instr))
+
+
+def permute_thunks(instr: HloInstruction, emitter: ThunkEmitter, shape: Shape, out: BufferSlice) -> list[Thunk]:
+    """A collective-permute's thunks on one device, writing its array of ``shape`` at ``out``."""
+    check_one_device(instr, emitter)
+    if len(instr.operands) != 1 or shape.is_tuple:
+        raise UnimplementedError(f"{instr.opcode} ({instr.name}) of {len(instr.operands)} operands: the CPU "
                                  "backend permutes one array")
     pairs = instr.attributes.get("source_target_pairs", ())
     if any(int(str(target)) == 0 for _, target in pairs):
-        return _operand_copies(instr, emitter)
-    return [FillThunk(instr.name, emitter.slice(instr), instr.shape, 0)]
+        return operand_copies(instr, emitter, [(shape, out)])
+    return [FillThunk(instr.name, out, shape, 0)]
 
 
 @thunk_rule("replica-id", "partition-id")
 def _device_id(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
-    _check_one_device(instr, emitter)
+    check_one_device(instr, emitter)
     return [FillThunk(instr.name, emitter.slice(instr), instr.shape, 0)]
