@@ -38,6 +38,8 @@ CASES = [
      "bad dense literal"),
     ("  %0 = stablehlo.negate %arg0 {a = 1, a = 2} : tensor<8xf32>\n  return %0 : tensor<8xf32>\n}\n", 3, 39,
      "duplicate attribute 'a'"),
+    ("  %0 = stablehlo.negate %arg0 {a = 1.5 : i64} : tensor<8xf32>\n  return %0 : tensor<8xf32>\n}\n", 3, 36,
+     "floating point value not valid for specified type i64"),
     ("  %0 = stablehlo.compare BIGGER, %arg0, %arg0 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xi1>\n"
      "  return %arg0 : tensor<8xf32>\n}\n", 3, 26, "unknown comparison direction 'BIGGER'"),
     ("  %0 = stablehlo.negate %arg0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}]>, <@mesh, [{}]>]>} "

@@ -922,7 +922,9 @@ def _parse_number(cursor: Cursor, default_types: bool) -> Attr:
                 raise cursor.error(str(e), start) from None
         return FloatAttr(float(literal), type_)
     if is_float:
-        return FloatAttr(float(literal), type_ if type_ is not None or not default_types else ScalarType("f64"))
+        if type_ is not None:  # MLIR's message for 1.5 : i64
+            raise cursor.error(f"floating point value not valid for specified type {type_}", start)
+        return FloatAttr(float(literal), ScalarType("f64") if default_types else None)
     value = integer_value(cursor, literal, start)
     if isinstance(type_, ScalarType) and type_.name in _ELEMENT_TO_HLO and type_.name != "i1" \
             and not is_float_element(type_.name) and not is_complex_element(type_.name):
