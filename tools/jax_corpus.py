@@ -504,7 +504,9 @@ class Tolerance:
 _SUMS = {
     "attention": Tolerance(epsilons_of_largest=2),  # measured: 1.18 eps of the largest (3072 ulps near zero)
     "conv1d_depthwise": Tolerance(epsilons_of_largest=1.5),  # measured: 0.96 (324 ulps)
-    "conv2d_grouped_dilated": Tolerance(epsilons_of_largest=1.5, outputs=(0,)),  # measured: 0.99 (128 ulps)
+    # Measured: 0.99 (128 ulps); the transposed convolution's sums of two products differ by an ulp between fused
+    # multiply-adds (XLA:CPU's Eigen, the interpreter's BLAS) and generated code's products rounded first.
+    "conv2d_grouped_dilated": Tolerance(epsilons_of_largest=1.5),
     "conv2d_nchw": Tolerance(epsilons_of_largest=2),  # measured: 1.07 (1152 ulps)
     "conv2d_nhwc": Tolerance(epsilons_of_largest=2),  # measured: 1.40 (8192 ulps)
     "fori_loop": Tolerance(epsilons_of_largest=0.4),  # measured: 0.22 (64 ulps)

@@ -115,9 +115,6 @@ less {
 UNSUPPORTED = {
     "sort": (single_fusion(["f32[16]"], ["ROOT sorted = f32[16] sort(p0), dimensions={0}, to_apply=less"],
                             "f32[16]", _LESS), "sort"),
-    "convolution": (single_fusion(["f32[1,8,2]", "f32[3,2,4]"], [
-        "ROOT c = f32[1,6,4] convolution(p0, p1), window={size=3}, dim_labels=b0f_0io->b0f"], "f32[1,6,4]"),
-        "convolution"),
     # Complex numbers have no order.
     "complex": (single_fusion(["c64[8]", "c64[8]"], ["ROOT m = c64[8] maximum(p0, p1)"], "c64[8]"), "maximum.*c64"),
     "complex128": (single_fusion(["c128[8]", "c128[8]"], ["ROOT lt = pred[8] compare(p0, p1), direction=LT"],

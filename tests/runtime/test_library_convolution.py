@@ -1,6 +1,7 @@
 """The convolution library thunk against the interpreter (every dimension-label order, stride, padding,
 dilation, reversal and grouping, through each way the thunk finds a window position's rows) and against
-XLA:CPU through jax."""
+XLA:CPU through jax. The thunk emitter sends small and thin convolutions to generated code
+(``tests/codegen/test_elemental_convolution.py``): these run the library thunk in their place."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 import xlapy
 from tools.compare import assert_same, assert_within_sum_of_magnitudes
+from tools.convolution_paths import with_library_convolutions
 from xlapy.frontends.jax import from_jax
 from xlapy.hlo.shape_rules.inference import infer_shape
 
@@ -56,6 +58,11 @@ ENTRY e {{ a = {lhs} parameter(0)  b = {rhs} parameter(1)
     return module
 
 
+def _compile(module, **options):
+    """``module`` compiled, its convolutions run by the library thunk."""
+    return with_library_convolutions(xlapy.compile(module, **options))
+
+
 def _arguments(module, rng, dtype=None):
     return [rng.integers(-4, 5, p.shape.dimensions).astype(dtype or p.shape.type.dtype)
             for p in module.entry.parameters]
@@ -65,7 +72,7 @@ def _arguments(module, rng, dtype=None):
 def test_convolution_forms_match_the_interpreter(lhs, rhs, window, labels, groups):
     module = _module(lhs, rhs, window, labels, groups)
     a, b = _arguments(module, np.random.default_rng(0))
-    executable = xlapy.compile(module, run_hlo_passes=False)
+    executable = _compile(module, run_hlo_passes=False)
     assert [t.kind for t in executable.thunks if t.name == "c"] == ["library"]
     # Small whole numbers: every summation order gives the exact sum.
     assert_same(executable(a, b), xlapy.evaluate(module, a, b), exact_bits=True)
@@ -74,7 +81,7 @@ def test_convolution_forms_match_the_interpreter(lhs, rhs, window, labels, group
 def test_the_forms_cover_every_plan():
     plans = set()
     for form in CONVOLUTIONS:
-        executable = xlapy.compile(_module(*form), run_hlo_passes=False)
+        executable = _compile(_module(*form), run_hlo_passes=False)
         plans |= {(t.plan.method, t.plan.depthwise, t.plan.im2col) for t in executable.thunks if t.name == "c"}
     assert plans == {("shifted", False, False), ("shifted", True, False), ("gathered", False, False),
                      ("gathered", True, False), ("gathered", False, True)}
@@ -86,14 +93,14 @@ def test_element_types(element, window):
     module = _module(f"{element}[2,5,4,6]{{3,2,1,0}}", f"{element}[3,2,3,4]{{3,2,1,0}}", window,
                      "b01f_01io->b01f", ", feature_group_count=2")
     a, b = _arguments(module, np.random.default_rng(5))
-    assert_same(xlapy.compile(module, run_hlo_passes=False)(a, b), xlapy.evaluate(module, a, b), exact_bits=True)
+    assert_same(_compile(module, run_hlo_passes=False)(a, b), xlapy.evaluate(module, a, b), exact_bits=True)
 
 
 def test_tiled_result_layout():
     module = _module("f32[2,5,3]{2,1,0}", "f32[3,3,4]{2,1,0}", "size=3 pad=1_1", "b0f_0io->b0f", "",
                      result="f32[2,5,4]{1,2,0:T(2,2)}")
     a, b = _arguments(module, np.random.default_rng(3))
-    assert_same(xlapy.compile(module, run_hlo_passes=False)(a, b), xlapy.evaluate(module, a, b), exact_bits=True)
+    assert_same(_compile(module, run_hlo_passes=False)(a, b), xlapy.evaluate(module, a, b), exact_bits=True)
 
 
 def test_integer_convolution_wraps_around():
@@ -101,7 +108,7 @@ def test_integer_convolution_wraps_around():
     rng = np.random.default_rng(1)
     a = rng.integers(-128, 128, (1, 6, 2)).astype(np.int8)
     b = rng.integers(-128, 128, (3, 2, 2)).astype(np.int8)
-    assert_same(xlapy.compile(module, run_hlo_passes=False)(a, b), xlapy.evaluate(module, a, b), exact_bits=True)
+    assert_same(_compile(module, run_hlo_passes=False)(a, b), xlapy.evaluate(module, a, b), exact_bits=True)
 
 
 @pytest.mark.parametrize("dtype, ulps", [(np.float32, None), (ml_dtypes.bfloat16, 1)])
@@ -115,7 +122,7 @@ def test_convolution_matches_xla_cpu(dtype, ulps):
                                             lhs_dilation=(1, 2), rhs_dilation=(2, 1),
                                             dimension_numbers=("NHWC", "HWIO", "NCHW"), feature_group_count=2)
 
-    got = xlapy.compile(from_jax(f, x, w))(x, w)
+    got = _compile(from_jax(f, x, w))(x, w)
     expected = np.asarray(jax.jit(f)(x, w))
     if ulps is None:
         magnitudes = np.asarray(jax.jit(f)(np.abs(x), np.abs(w)))
@@ -135,6 +142,6 @@ def test_same_padded_convolution_matches_xla_cpu(groups):
         return jax.lax.conv_general_dilated(lhs, rhs, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"),
                                             feature_group_count=groups)
 
-    got = xlapy.compile(from_jax(f, x, w))(x, w)
+    got = _compile(from_jax(f, x, w))(x, w)
     magnitudes = np.asarray(jax.jit(f)(np.abs(x), np.abs(w)))
     assert_within_sum_of_magnitudes(got, np.asarray(jax.jit(f)(x, w)), magnitudes, epsilons=3 * 5 * 8 // groups)

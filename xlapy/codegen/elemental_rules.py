@@ -7,6 +7,7 @@ from __future__ import annotations
 from xlapy.codegen import (  # noqa: F401 - they fill the tables
     elemental_arith,
     elemental_complex,
+    elemental_convolution,
     elemental_map,
     elemental_movement,
     elemental_reduce,

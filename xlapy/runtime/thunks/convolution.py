@@ -20,6 +20,9 @@ instead of calling one rank-1 GEMM per group. Batch groups become feature groups
 are moved into its features. Sums are taken in f32 for floats narrower than 32 bits (rounded to the result
 type at the end, as XLA:CPU upcasts such convolutions), in int64 for integers (which wraps to the same value
 as wrapping in the result type; numpy's own loops, BLAS has no integers), else in the result type.
+
+Small and thin convolutions, and integer ones, run as generated code instead (a kernel of the convolution alone,
+``xlapy/codegen/elemental_convolution.py``), as ``generated_code_is_faster`` decides from measurements.
 """
 
 from __future__ import annotations
@@ -32,12 +35,15 @@ import numpy as np
 import scipy.linalg.blas
 from numpy.lib.stride_tricks import as_strided
 
+from xlapy.codegen.types import tensor_type
 from xlapy.errors import UnimplementedError
 from xlapy.hlo.attributes import WindowDimension
 from xlapy.runtime.thunks.base import Thunk, dtype_of
 from xlapy.runtime.thunks.dot import compute_dtype
+from xlapy.runtime.thunks.kernel import lone_op_kernel, lone_op_problems
 from xlapy.runtime.thunks.library import BinaryLibraryThunk, check_layout
 from xlapy.runtime.thunks.registry import thunk_rule
+from xlapy.shapes import TypeKind
 
 if TYPE_CHECKING:
     from xlapy.hlo.ir import HloInstruction
@@ -294,8 +300,9 @@ class ConvolutionThunk(BinaryLibraryThunk):
         np.copyto(_canonical_output(out, self.plan), convolve(lhs, rhs, self.plan), casting="unsafe")
 
 
-@thunk_rule("convolution")
-def _convolution(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
+def convolution_plan(instr: HloInstruction) -> ConvolutionPlan:
+    """The library's plan of convolution ``instr``; ``UnimplementedError`` for what the library thunk does not
+    compute."""
     lhs, rhs = instr.operands
     window = tuple(instr.attr("window", ()))
     spatial_rank = len(lhs.shape.dimensions) - 2
@@ -308,8 +315,74 @@ def _convolution(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
     if instr.shape.element_type == "pred":
         raise UnimplementedError(f"convolution {instr.name}: the CPU convolution thunk does not compute "
                                  f"{instr.shape.element_type} results")
-    plan = ConvolutionPlan.of(lhs.shape.dimensions, rhs.shape.dimensions, instr.shape.dimensions, dims, window,
+    return ConvolutionPlan.of(lhs.shape.dimensions, rhs.shape.dimensions, instr.shape.dimensions, dims, window,
                               int(instr.attr("feature_group_count", 1)), int(instr.attr("batch_group_count", 1)),
                               dtype_of(instr.shape))
-    return [ConvolutionThunk(instr.name, emitter.slice(lhs), lhs.shape, emitter.slice(rhs), rhs.shape,
-                             emitter.slice(instr), instr.shape, plan)]
+
+
+def library_thunk(instr: HloInstruction, emitter: ThunkEmitter) -> ConvolutionThunk:
+    """The library thunk of convolution ``instr`` over its slices."""
+    lhs, rhs = instr.operands
+    return ConvolutionThunk(instr.name, emitter.slice(lhs), lhs.shape, emitter.slice(rhs), rhs.shape,
+                            emitter.slice(instr), instr.shape, convolution_plan(instr))
+
+
+# The rule choosing generated code over the library thunk (``generated_code_is_faster``): thin GEMMs (input times
+# output features per group at most this) keep BLAS far from its speed while every window position costs a call ...
+THIN_CHANNELS = 16
+# ... and below this many multiply-adds in all, the library's fixed costs (transposes, padding, one GEMM per window
+# position) outweigh the generated loops' slower arithmetic.
+SMALL_WORK = 1 << 18
+
+
+def generated_code_is_faster(instr: HloInstruction) -> bool:
+    """Whether convolution ``instr`` runs faster as generated code (its elemental rule, a kernel of one
+    instruction) than as the library thunk, by a rule fitted to ``benchmarks/convolution_paths.py``
+    (docs/runtime.md has the figures):
+
+    - integer and pred results: generated code (the library sums integers with numpy's loops, not BLAS: 2x to
+      24x slower; it computes no pred);
+    - thin convolutions, input features per group times output features per group at most ``THIN_CHANNELS``
+      (depthwise ones among them): generated code, mostly 1.4x to 19x faster (one feature in and out, 5x to
+      19x), the library's GEMMs being too thin for BLAS;
+    - small ones, fewer than ``SMALL_WORK`` multiply-adds in all: generated code (about 15 µs against the
+      library's 70 µs of fixed costs and a GEMM call per window position);
+    - otherwise the library, by far once channels are wide (16 features in and out at 8x32x32, 3x3: 24x; 128
+      features: 55x): generated code makes 1 to 2.5 multiply-adds per nanosecond, BLAS 10 to 30.
+    """
+    if instr.shape.type.kind not in (TypeKind.FLOAT, TypeKind.COMPLEX):
+        return True
+    lhs, rhs = instr.operands
+    window = tuple(instr.attr("window", ()))
+    dims = ConvolutionDimensions.parse(str(instr.attr("dim_labels", "")), len(lhs.shape.dimensions) - 2)
+    if dims is None or len(window) != len(lhs.shape.dimensions) - 2:
+        return False  # the library thunk names what is wrong
+    groups = int(instr.attr("feature_group_count", 1)) * int(instr.attr("batch_group_count", 1))
+    in_features = rhs.shape.dimensions[dims.rhs[1]]
+    out_features = instr.shape.dimensions[dims.out[1]] // max(groups, 1)
+    work = instr.shape.element_count * math.prod(d.size for d in window) * in_features
+    return in_features * out_features <= THIN_CHANNELS or work < SMALL_WORK
+
+
+def _can_generate(instr: HloInstruction) -> bool:
+    """Whether the code generator emits ``instr`` alone: it has the elemental rule, and the layouts (no tiles, one
+    element per byte)."""
+    try:
+        for shape in (*(o.shape for o in instr.operands), instr.shape):
+            tensor_type(shape, instr.name)
+    except UnimplementedError:
+        return False
+    return not lone_op_problems(instr)
+
+
+@thunk_rule("convolution")
+def _convolution(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
+    can_generate = _can_generate(instr)
+    if can_generate and generated_code_is_faster(instr):
+        return lone_op_kernel(instr, emitter)
+    try:
+        return [library_thunk(instr, emitter)]
+    except UnimplementedError:
+        if not can_generate:
+            raise
+        return lone_op_kernel(instr, emitter)  # what the library does not compute (pred), generated code does

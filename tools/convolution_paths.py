@@ -1,0 +1,32 @@
+"""Running a compiled program's convolutions through the library thunk whatever path the thunk emitter chose for
+them (``generated_code_is_faster`` in ``xlapy/runtime/thunks/convolution.py``): what the library thunk's tests and
+``benchmarks/convolution_paths.py`` compare generated code with."""
+
+from __future__ import annotations
+
+from xlapy.runtime.executable import Executable
+from xlapy.runtime.thunks.base import ThunkSequence
+from xlapy.runtime.thunks.convolution import ConvolutionThunk, convolution_plan
+from xlapy.runtime.thunks.kernel import KernelThunk
+
+
+def with_library_convolutions(executable: Executable) -> Executable:
+    """``executable`` with each kernel of its entry computation that computes one convolution of the kernel's
+    operands (a lone convolution, or a fusion of one) replaced by the library thunk over the same slices: the
+    same module, buffers and runtime. Raises ``ValueError`` when its entry computation runs no convolution."""
+    thunks, convolutions = [], 0
+    for thunk in executable.thunks.thunks:
+        convolutions += isinstance(thunk, ConvolutionThunk)
+        root = thunk.fusion.fused_computation.root if isinstance(thunk, KernelThunk) else None
+        if root is None or root.opcode != "convolution" or any(o.opcode != "parameter" for o in root.operands):
+            thunks.append(thunk)
+            continue
+        (lhs, lhs_shape), (rhs, rhs_shape) = (thunk.operands[o.parameter_number] for o in root.operands)
+        ((out, out_shape),) = thunk.outputs
+        thunks.append(ConvolutionThunk(thunk.name, lhs, lhs_shape, rhs, rhs_shape, out, out_shape,
+                                       convolution_plan(root)))
+        convolutions += 1
+    if not convolutions:
+        raise ValueError(f"{executable.module.name} runs no convolution in its entry computation")
+    return Executable(executable.module, executable.assignment, ThunkSequence(thunks),
+                      executable.summary.compile_seconds)
