@@ -135,7 +135,8 @@ NOT_FROM_JAX = {
     "logistic": "JAX expands lax.logistic into exp and divide",
     "map": "JAX lowers lax.map to a while loop",
     "replica-id": "JAX's axis_index lowers to partition-id",
-    "rng": "stateful random numbers (lax.rng_uniform), seeded by XLA itself: there is no reference result",
+    "rng": "lax.rng_uniform's keys come from XLA's per-process generators (tests/runtime/test_rng.py)",
+    "rng-get-and-update-state": "made by XLA's rng expander from rng (tests/runtime/test_rng.py)",
     "stochastic-convert": "no JAX primitive lowers to it",
     **{opcode: "an asynchronous form XLA:CPU does not make (compiled in tests/runtime/test_async_collectives.py)"
        for opcode in ("all-gather-start", "all-gather-done", "all-reduce-start", "all-reduce-done",

@@ -24,18 +24,20 @@ from xlapy.transforms.hlo_pass import HloPass, HloPassFix, HloPassPipeline
 # The passes of RunHloPassesThroughLayoutAssn and RunHloPassesAfterLayoutAssn
 # that xlapy has, in XLA:CPU's order (pipelines named where they start).
 _SIMPLIFICATION = ["algsimp", "simplify-sorts", "dce", "gather_expander", "gather_simplifier",
-                   "zero-sized-hlo-elimination",
-                   "tuple-simplifier", "simplify-while-loops", "dce", "constant-folding"]
+                   "zero-sized-hlo-elimination", "while-loop-invariant-code-motion",
+                   "tuple-simplifier", "while-loop-constant-sinking", "simplify-while-loops", "dce", "reshape-mover",
+                   "constant-folding", "simplify-conditional"]
 XLA_ORDER = [
     "sharding-removal", "flatten-call-graph", "dce",
     "HLO passes through layout assignment", "batched_gather_scatter_normalizer", "dot_decomposer",
-    "rng-bit-generator-expander",
+    "rng-expander", "rng-bit-generator-expander",
     "zero-sized-hlo-elimination", "map-inline", "comparison-expander", "stochastic_convert_decomposer", "call-inliner",
-    "dot_decomposer", "batchnorm_expander", "logistic-expander",
+    "dot_decomposer", "batchnorm_expander", "logistic-expander", "conditional-canonicalizer",
     "simplification", *_SIMPLIFICATION,
     "select_and_scatter_expander",
     "post_scatter_expansion_simplification", *_SIMPLIFICATION,
-    "transpose-folding", "cse", "tuple-simplifier", "flatten-call-graph", "layout-assignment",
+    "transpose-folding", "cse", "tuple-simplifier", "while-loop-trip-count-annotator", "flatten-call-graph",
+    "layout-assignment",
     "HLO passes after layout assignment", "fusion", "multi_output_fusion", "tuple-simplifier", "tuple-simplifier",
     "simplification after layout assignment", "algsimp", "dce", "cse",
     "dce", "copy-insertion", "dce",

@@ -1,9 +1,16 @@
 """Random numbers: ``rng-bit-generator`` bit for bit as XLA expands it
 (Philox4x32-10 and ThreeFry2x32-20 counter-based generators; the default
-algorithm is Philox, as on XLA:CPU), and the stateful ``rng`` from the
-evaluator's seeded generator."""
+algorithm is Philox, as on XLA:CPU); ``rng-get-and-update-state`` as XLA:CPU's
+thunk runs it (each instruction keeps a 128-bit counter that starts at
+``RNG_STATE_INITIAL_VALUE``, returns it as u64[2], low word first, and advances
+it by ``delta`` on every execution, across evaluations of its module); and the
+stateful ``rng`` from the evaluator's seeded generator (its values are not
+XLA's: those come from ``rng`` expanded, see ``xlapy/transforms/rng_expander.py``)."""
 
 from __future__ import annotations
+
+import threading
+import weakref
 
 import numpy as np
 
@@ -13,6 +20,12 @@ from xlapy.interpreter.registry import rule
 
 _U32, _U64 = np.uint32, np.uint64
 _MASK32 = _U64(0xFFFFFFFF)
+
+# XLA:CPU's first state (``kRngStateInitialValue`` of
+# xla/backends/cpu/runtime/rng_state_thunk.cc): not zero, which would fail a
+# chi-square test of the first numbers.
+RNG_STATE_INITIAL_VALUE = 0x7012395
+_STATE_MASK = (1 << 128) - 1
 
 
 def _halves(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -156,3 +169,22 @@ def _rng(instr, operands, ev) -> np.ndarray:
     if dtype_of(instr.shape.element_type).kind in "iu":
         return ev.random.integers(int(a), int(b), dims)
     return ev.random.uniform(a, b, dims)
+
+
+# The counter of each rng-get-and-update-state instruction evaluated so far.
+_STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_STATES_LOCK = threading.Lock()
+
+
+def rng_state_words(state: int) -> np.ndarray:
+    """A 128-bit counter as XLA stores it: u64[2], low word first."""
+    return np.array([state & 0xFFFFFFFFFFFFFFFF, state >> 64], _U64)
+
+
+@rule("rng-get-and-update-state")
+def _rng_get_and_update_state(instr, operands, ev) -> np.ndarray:
+    delta = int(instr.attr("delta", 0))
+    with _STATES_LOCK:
+        state = _STATES.get(instr, RNG_STATE_INITIAL_VALUE)
+        _STATES[instr] = (state + delta) & _STATE_MASK
+    return rng_state_words(state)

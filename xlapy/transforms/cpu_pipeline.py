@@ -24,13 +24,10 @@ hoisting (XLA's thunk runtime only).
 Not in xlapy yet, so not run: the sharding remover, batch-dot
 simplification, convolution group conversion and canonicalisation, the
 linear-algebra expanders (Cholesky, QR, eigh, triangular solve),
-conditional-to-select, the top-k decomposer and rewriter, the
-conditional canonicaliser and simplifier, tree-reduction rewriting, while-loop
-invariant code motion and constant sinking (and the simplifier's other
-rewrites: see ``while_loop_simplifier.py``), the reshape mover, bitcast-dtypes
-and optimisation-barrier expansion, the trip-count annotator, and the rng
-expander (XLA's ``RngExpander`` builds on ``rng-get-and-update-state``, which
-the reference interpreter does not run, so ``rng`` stays).
+conditional-to-select, the top-k decomposer and rewriter, tree-reduction
+rewriting, the while-loop simplifier's other rewrites (see
+``while_loop_simplifier.py``), bitcast-dtypes and optimisation-barrier
+expansion.
 
 XLA:CPU runs multi-output fusion only behind an option that is off by default
 (``options::UseMultiOutputFusion``), and then fuses without duplicating
@@ -53,6 +50,8 @@ from xlapy.transforms.batched_gather_scatter_normalizer import BatchedGatherScat
 from xlapy.transforms.batchnorm_expander import BatchNormExpander
 from xlapy.transforms.call_inliner import CallInliner
 from xlapy.transforms.comparison_expander import ComparisonExpander
+from xlapy.transforms.conditional_canonicalizer import ConditionalCanonicalizer
+from xlapy.transforms.conditional_simplifier import ConditionalSimplifier
 from xlapy.transforms.copy_insertion import CopyInsertion
 from xlapy.transforms.cse import HloCSE
 from xlapy.transforms.dce import HloDCE
@@ -67,13 +66,18 @@ from xlapy.transforms.layout_assignment import LayoutAssignment
 from xlapy.transforms.logistic_expander import LogisticExpander
 from xlapy.transforms.map_inliner import MapInliner
 from xlapy.transforms.multi_output_fusion import MultiOutputFusion
+from xlapy.transforms.reshape_mover import ReshapeMover
 from xlapy.transforms.rng_bit_generator_expander import RngBitGeneratorExpander
+from xlapy.transforms.rng_expander import RngExpander
 from xlapy.transforms.select_and_scatter_expander import SelectAndScatterExpander
 from xlapy.transforms.sort_simplifier import SortSimplifier
 from xlapy.transforms.stochastic_convert_decomposer import StochasticConvertDecomposer
 from xlapy.transforms.transpose_folding import TransposeFolding
 from xlapy.transforms.tuple_simplifier import TupleSimplifier
+from xlapy.transforms.while_loop_constant_sinking import WhileLoopConstantSinking
+from xlapy.transforms.while_loop_invariant_code_motion import WhileLoopInvariantCodeMotion
 from xlapy.transforms.while_loop_simplifier import WhileLoopSimplifier
+from xlapy.transforms.while_loop_trip_count_annotator import WhileLoopTripCountAnnotator
 from xlapy.transforms.zero_sized_hlo_elimination import ZeroSizedHloElimination
 
 PIPELINE_NAME = "cpu-compiler"
@@ -87,10 +91,14 @@ def _simplification(name: str) -> HloPass:
         GatherExpander(GatherExpander.ELIMINATE_SIMPLE_GATHERS),
         GatherSimplifier(),  # XLA runs it when it compiles with the fusion emitters, as xlapy does
         ZeroSizedHloElimination(),
+        WhileLoopInvariantCodeMotion(),
         TupleSimplifier(),
+        WhileLoopConstantSinking(),
         WhileLoopSimplifier(),
         HloDCE(),
+        ReshapeMover(),
         HloConstantFolding(),
+        ConditionalSimplifier(),
     ]))
 
 
@@ -98,6 +106,7 @@ def _through_layout_assignment() -> HloPassPipeline:
     return HloPassPipeline("HLO passes through layout assignment", [
         BatchedGatherScatterNormalizer(),
         DotDecomposer(),
+        RngExpander(),
         RngBitGeneratorExpander(),
         ZeroSizedHloElimination(),
         MapInliner(),
@@ -107,6 +116,7 @@ def _through_layout_assignment() -> HloPassPipeline:
         DotDecomposer(),
         BatchNormExpander(),
         LogisticExpander(),
+        ConditionalCanonicalizer(),
         _simplification("simplification"),
         SelectAndScatterExpander(),
         # No ScatterExpander: with its fusion emitters (jax's default) XLA:CPU leaves scatters to the scatter
@@ -115,6 +125,7 @@ def _through_layout_assignment() -> HloPassPipeline:
         TransposeFolding(),
         HloCSE(is_layout_sensitive=False),
         TupleSimplifier(),
+        WhileLoopTripCountAnnotator(),
         FlattenCallGraph(),
         LayoutAssignment(),
     ])

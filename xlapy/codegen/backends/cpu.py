@@ -48,6 +48,7 @@ import ctypes
 import functools
 import hashlib
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -1207,7 +1208,51 @@ def _arg_attr(function: func.FuncOp, index: int, name: str) -> Attribute | None:
     return function.arg_attrs.data[index].data.get(name)
 
 
-def _declare(module: ir.Module, function: func.FuncOp) -> ir.Function:
+# Ops a kernel may reach once every helper is inlined at every call. Beyond it, helpers called from several
+# places are left to LLVM's inliner: a DAG of helpers each calling the next twice (the 20 rounds of a ThreeFry
+# generator) would otherwise be copied exponentially often before anything merges the copies.
+INLINED_OPS_BUDGET = 50_000
+
+
+def _shared_helpers_to_keep(functions: Sequence[func.FuncOp], entry: func.FuncOp) -> set[str]:
+    """The helpers not forced inline: those called from more than one place, when forcing every helper inline
+    would give ``entry`` more than ``INLINED_OPS_BUDGET`` ops; none otherwise."""
+    by_name = {f.sym_name.data: f for f in functions}
+    calls: dict[str, list[str]] = {}
+    own: dict[str, int] = {}
+    for function in functions:
+        ops = list(function.walk())
+        own[function.sym_name.data] = len(ops)
+        calls[function.sym_name.data] = [op.callee.root_reference.data for op in ops
+                                         if isinstance(op, func.CallOp) and op.callee.root_reference.data in by_name]
+    inlined: dict[str, int] = {}
+    for name in _callees_first(calls, entry.sym_name.data):
+        inlined[name] = own[name] + sum(inlined[callee] for callee in calls[name])
+    if inlined[entry.sym_name.data] <= INLINED_OPS_BUDGET:
+        return set()
+    sites = Counter(callee for callees in calls.values() for callee in callees)
+    return {name for name, count in sites.items() if count > 1}
+
+
+def _callees_first(calls: dict[str, list[str]], root: str) -> list[str]:
+    """The functions ``root`` reaches, each after the functions it calls (helpers do not recurse)."""
+    order: list[str] = []
+    seen: set[str] = set()
+    stack = [(root, iter(calls[root]))]
+    seen.add(root)
+    while stack:
+        name, pending = stack[-1]
+        callee = next(pending, None)
+        if callee is None:
+            stack.pop()
+            order.append(name)
+        elif callee not in seen:
+            seen.add(callee)
+            stack.append((callee, iter(calls[callee])))
+    return order
+
+
+def _declare(module: ir.Module, function: func.FuncOp, always_inline: bool = True) -> ir.Function:
     inputs = [llvm_type(t) for t in function.function_type.inputs.data]
     outputs = [llvm_type(t) for t in function.function_type.outputs.data]
     result = ir.VoidType() if not outputs else outputs[0] if len(outputs) == 1 else ir.LiteralStructType(outputs)
@@ -1216,7 +1261,8 @@ def _declare(module: ir.Module, function: func.FuncOp) -> ir.Function:
         return ir.Function(module, c_function, name=function.sym_name.data)
     fn = ir.Function(module, ir.FunctionType(result, inputs), name=function.sym_name.data)
     fn.linkage = "internal"
-    fn.attributes.add("alwaysinline")
+    if always_inline:
+        fn.attributes.add("alwaysinline")
     fn.attributes.add("nounwind")
     return fn
 
@@ -1331,8 +1377,9 @@ def translate_module(
     if not entries:
         raise VerifyError(f"cpu backend: no entry function @{entry}")
     helpers = [f for f in functions if f.sym_name.data != entry]
+    kept = _shared_helpers_to_keep(functions, entries[0])
     for function in helpers:
-        _declare(result, function)
+        _declare(result, function, always_inline=function.sym_name.data not in kept)
     for function in helpers:
         if function.body.blocks:
             _define_helper(result, function, native_bf16)

@@ -11,6 +11,7 @@ from xlapy.runtime.thunks import (  # noqa: F401 - importing a family registers 
     dot,
     fft,
     kernel,
+    random,
     sort,
     top_k,
 )
