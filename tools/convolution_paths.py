@@ -4,6 +4,8 @@ them (``generated_code_is_faster`` in ``xlapy/runtime/thunks/convolution.py``): 
 
 from __future__ import annotations
 
+from typing import Any
+
 from xlapy.runtime.executable import Executable
 from xlapy.runtime.thunks.base import ThunkSequence
 from xlapy.runtime.thunks.convolution import ConvolutionThunk, convolution_plan
@@ -30,3 +32,13 @@ def with_library_convolutions(executable: Executable) -> Executable:
         raise ValueError(f"{executable.module.name} runs no convolution in its entry computation")
     return Executable(executable.module, executable.assignment, ThunkSequence(thunks),
                       executable.summary.compile_seconds)
+
+
+def grouped_dilated_convolution(lhs: Any, rhs: Any) -> Any:
+    """A convolution with every window feature at once (strides, padding, both dilations, two feature groups,
+    NHWC/HWIO in and NCHW out), as jax writes it: what both paths are compared with XLA:CPU on."""
+    import jax
+
+    return jax.lax.conv_general_dilated(lhs, rhs, window_strides=(2, 1), padding=((1, 1), (0, 2)),
+                                        lhs_dilation=(1, 2), rhs_dilation=(2, 1),
+                                        dimension_numbers=("NHWC", "HWIO", "NCHW"), feature_group_count=2)

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import xlapy
 from tools.compare import assert_same, assert_within_sum_of_magnitudes
+from tools.convolution_paths import grouped_dilated_convolution
 from tools.loop_fusion_corpus import single_fusion
 from xlapy.hlo.ir import HloModule
 from xlapy.hlo.shape_rules.inference import infer_shape
@@ -165,11 +166,7 @@ def test_generated_convolution_matches_xla_cpu(dtype):
     rng = np.random.default_rng(2)
     x = rng.standard_normal((2, 6, 9, 8)).astype(dtype)
     w = rng.standard_normal((3, 3, 4, 6)).astype(dtype)
-
-    def f(lhs, rhs):
-        return jax.lax.conv_general_dilated(lhs, rhs, window_strides=(2, 1), padding=((1, 1), (0, 2)),
-                                            lhs_dilation=(1, 2), rhs_dilation=(2, 1),
-                                            dimension_numbers=("NHWC", "HWIO", "NCHW"), feature_group_count=2)
+    f = grouped_dilated_convolution
 
     element = "f32" if dtype == np.float32 else "bf16"
     module = fused_convolution(f"{element}[2,6,9,8]", f"{element}[3,3,4,6]",

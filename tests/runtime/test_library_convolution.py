@@ -12,7 +12,7 @@ import pytest
 
 import xlapy
 from tools.compare import assert_same, assert_within_sum_of_magnitudes
-from tools.convolution_paths import with_library_convolutions
+from tools.convolution_paths import grouped_dilated_convolution, with_library_convolutions
 from xlapy.frontends.jax import from_jax
 from xlapy.hlo.shape_rules.inference import infer_shape
 
@@ -116,11 +116,7 @@ def test_convolution_matches_xla_cpu(dtype, ulps):
     rng = np.random.default_rng(2)
     x = rng.standard_normal((2, 6, 9, 8)).astype(dtype)
     w = rng.standard_normal((3, 3, 4, 6)).astype(dtype)
-
-    def f(lhs, rhs):
-        return jax.lax.conv_general_dilated(lhs, rhs, window_strides=(2, 1), padding=((1, 1), (0, 2)),
-                                            lhs_dilation=(1, 2), rhs_dilation=(2, 1),
-                                            dimension_numbers=("NHWC", "HWIO", "NCHW"), feature_group_count=2)
+    f = grouped_dilated_convolution
 
     got = _compile(from_jax(f, x, w))(x, w)
     expected = np.asarray(jax.jit(f)(x, w))

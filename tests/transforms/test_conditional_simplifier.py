@@ -15,7 +15,7 @@ from tools.random_control_flow import conditional_texts
 from tools.random_hlo import assert_pass_preserves_values
 from xlapy.hlo import parse_module, verify
 from xlapy.transforms.conditional_simplifier import ConditionalSimplifier
-from xlapy.transforms.cpu_pipeline import optimize
+from xlapy.transforms.cpu_pipeline import cpu_hlo_pipeline
 from xlapy.transforms.dce import HloDCE
 
 
@@ -233,15 +233,7 @@ def test_random_conditionals_keep_their_values(text: str) -> None:
     assert_pass_preserves_values(ConditionalSimplifier(), text, seeds=(0, 1, 2))
 
 
-class _CpuPipeline:
-    name = "cpu-pipeline"
-
-    def run(self, module) -> bool:
-        optimize(module)
-        return True
-
-
 @settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(conditional_texts())
 def test_the_cpu_pipeline_keeps_random_conditionals_values(text: str) -> None:
-    assert_pass_preserves_values(_CpuPipeline(), text, seeds=(0, 1))
+    assert_pass_preserves_values(cpu_hlo_pipeline(), text, seeds=(0, 1))

@@ -13,7 +13,7 @@ from tests.codegen.filecheck import filecheck
 from tools.random_control_flow import while_loop_texts
 from tools.random_hlo import assert_pass_preserves_values
 from xlapy.hlo import parse_module, verify
-from xlapy.transforms.cpu_pipeline import optimize
+from xlapy.transforms.cpu_pipeline import cpu_hlo_pipeline
 from xlapy.transforms.while_loop_invariant_code_motion import WhileLoopInvariantCodeMotion
 
 
@@ -182,15 +182,7 @@ def test_random_loops_keep_their_values(text: str) -> None:
     assert_pass_preserves_values(WhileLoopInvariantCodeMotion(), text)
 
 
-class _CpuPipeline:
-    name = "cpu-pipeline"
-
-    def run(self, module) -> bool:
-        optimize(module)
-        return True
-
-
 @settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(while_loop_texts())
 def test_the_cpu_pipeline_keeps_random_loops_values(text: str) -> None:
-    assert_pass_preserves_values(_CpuPipeline(), text)
+    assert_pass_preserves_values(cpu_hlo_pipeline(), text)
