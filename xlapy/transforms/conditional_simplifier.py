@@ -38,6 +38,7 @@ from xlapy.transforms.call_inliner import inline
 from xlapy.transforms.fusible_ops import is_elementwise
 from xlapy.transforms.hlo_pass import HloPass
 from xlapy.transforms.hlo_rewrites import (
+    calls_any,
     has_control_dependencies,
     has_side_effect,
     replace_instruction,
@@ -58,17 +59,7 @@ _PASS_THROUGH_OPCODES = frozenset({"tuple", "get-tuple-element", "parameter"})
 
 
 def _reaches_channel_instructions(instruction: HloInstruction) -> bool:
-    pending, seen = list(instruction.called_computations), set()
-    while pending:
-        computation = pending.pop()
-        if id(computation) in seen:
-            continue
-        seen.add(id(computation))
-        for nested in computation.instructions:
-            if nested.opcode in _CHANNEL_OPCODES:
-                return True
-            pending.extend(nested.called_computations)
-    return False
+    return calls_any(instruction, lambda nested: nested.opcode in _CHANNEL_OPCODES)
 
 
 def _is_root(instruction: HloInstruction) -> bool:

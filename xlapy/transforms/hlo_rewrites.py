@@ -9,6 +9,7 @@ replacing one instruction by another (``ReplaceInstruction``), all in
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlapy.hlo.mlir_structure import encodes_mlir_structure
@@ -64,8 +65,11 @@ def has_side_effect_no_recurse(instr: HloInstruction) -> bool:
 def has_side_effect(instr: HloInstruction) -> bool:
     """XLA's ``HasSideEffect``: ``instr`` or an instruction of a computation
     it calls (transitively) has side effects."""
-    if has_side_effect_no_recurse(instr):
-        return True
+    return has_side_effect_no_recurse(instr) or calls_any(instr, has_side_effect_no_recurse)
+
+
+def calls_any(instr: HloInstruction, test: Callable[[HloInstruction], bool]) -> bool:
+    """Whether an instruction of a computation ``instr`` calls (transitively) passes ``test``."""
     seen: set[int] = set()
     pending = list(instr.called_computations)
     while pending:
@@ -74,7 +78,7 @@ def has_side_effect(instr: HloInstruction) -> bool:
             continue
         seen.add(id(computation))
         for nested in computation.instructions:
-            if has_side_effect_no_recurse(nested):
+            if test(nested):
                 return True
             pending.extend(nested.called_computations)
     return False
