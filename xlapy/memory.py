@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -54,7 +55,23 @@ def out_of_memory_as_error(what: str) -> Iterator[None]:
         raise XlapyError(f"out of memory {what}") from None
 
 
+# How long a reading of the system's available memory is used again: an executable called in a loop checks
+# its result buffers on every call, and reading /proc/meminfo costs tens of microseconds.
+_READING_SECONDS = 0.1
+_last_reading: tuple[float, int] | None = None
+
+
 def _system_available_memory() -> int:
+    global _last_reading
+    now = time.monotonic()
+    if _last_reading is not None and now - _last_reading[0] < _READING_SECONDS:
+        return _last_reading[1]
+    available = _read_system_available_memory()
+    _last_reading = (now, available)
+    return available
+
+
+def _read_system_available_memory() -> int:
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
             for line in f:
