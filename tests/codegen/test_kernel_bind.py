@@ -1,6 +1,7 @@
-"""A kernel bound to its buffers once (``CpuKernel.bind``, what kernel thunks prepare per execution context)
-refuses what a direct call refuses: the wrong number of buffers, a buffer that is not contiguous or too small,
-blocks outside its launch. Bound launches compute what the interpreter computes."""
+"""A kernel bound to its buffers once (``CpuKernel.bind``, or ``bind_all_blocks`` for a launch of all its
+blocks: what kernel thunks prepare per execution context) refuses what a direct call refuses: the wrong number
+of buffers, a buffer that is not contiguous or too small, blocks outside its launch. Bound launches compute
+what the interpreter computes."""
 
 from __future__ import annotations
 
@@ -49,6 +50,17 @@ def test_a_bound_kernel_launched_block_range_by_block_range(compiled) -> None:
     out[:] = 0
     launch(0, blocks)  # the same binding, launched again
     assert_same(out, xlapy.evaluate(module, x, y), exact_bits=True)
+
+
+def test_a_kernel_bound_over_all_its_blocks(compiled) -> None:
+    module, kernel = compiled
+    x, y = _arguments()
+    out = np.zeros(4096, np.float32)
+    launch = kernel.bind_all_blocks([x, y, out])
+    launch()
+    assert_same(out, xlapy.evaluate(module, x, y), exact_bits=True)
+    with pytest.raises(VerifyError, match="buffer 2 has 4096 bytes, the kernel reads 16384"):
+        kernel.bind_all_blocks([x, y, np.zeros(1024, np.float32)])
 
 
 def test_binding_checks_the_buffers(compiled) -> None:

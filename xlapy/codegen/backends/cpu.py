@@ -1530,6 +1530,14 @@ class CpuKernel:
         launch.buffers = (tuple(buffers), pointers)  # type: ignore[attr-defined]
         return launch
 
+    def bind_all_blocks(self, buffers: Sequence[np.ndarray]) -> Callable[[], None]:
+        """The kernel on ``buffers`` over all its blocks, as a call of no arguments: ``bind``'s checks made once,
+        and nothing left to check at a launch (a loop's small kernels run many times)."""
+        pointers = self._pointers(buffers)
+        launch = functools.partial(self._function, ctypes.cast(pointers, ctypes.c_void_p), 0, self.signature.blocks)
+        launch.buffers = (tuple(buffers), pointers)  # type: ignore[attr-defined]  # alive as long as the launch
+        return launch
+
     def _pointers(self, buffers: Sequence[np.ndarray]) -> ctypes.Array:
         """The array of the buffers' addresses the kernel takes, once each buffer is checked against the kernel's
         signature."""

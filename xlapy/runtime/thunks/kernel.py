@@ -24,7 +24,7 @@ from xlapy.codegen.fusion_checks import fusion_outputs, unsupported_fused_ops
 from xlapy.errors import UnimplementedError, VerifyError
 from xlapy.hlo.ir import HloComputation, HloInstruction
 from xlapy.memory import buffer_bytes
-from xlapy.runtime.thread_pool import block_launcher, run_blocks
+from xlapy.runtime.thread_pool import block_launcher, run_blocks, runs_serially
 from xlapy.runtime.thunks.base import ExecutionContext, Thunk, dtype_of
 from xlapy.runtime.thunks.registry import thunk_rule
 from xlapy.shapes import Shape
@@ -115,6 +115,8 @@ class KernelThunk(Thunk):
         """The launch over ``context``'s buffers, checked and bound to the kernel once (``CpuKernel.bind``): a
         loop iteration then only calls the kernel."""
         buffers = self.buffers(context)  # checked before the kernel is asked for anything
+        if runs_serially(self.blocks, self.elements):
+            return self.kernel.bind_all_blocks(buffers)
         return block_launcher(self.kernel.bind(buffers), self.blocks, self.elements)
 
 
