@@ -55,11 +55,7 @@ class WhileThunk(Thunk):
 
     def prepare(self, context: ExecutionContext) -> Callable[[], None]:
         initial = context.prepared(self.initial)
-        condition = context.prepared(self.condition)
         iteration = run_in_turn([context.prepared(self.body)] + ([context.prepared(self.back)] if self.back else []))
-        # The predicate's byte read through a memoryview: a Python int per test, no numpy scalar.
-        predicate = memoryview(context.array(self.predicate, _PRED).view(np.uint8))
-
         trips = self.trips
         if trips is not None:
             def run_counted() -> None:
@@ -68,6 +64,9 @@ class WhileThunk(Thunk):
                     iteration()
 
             return run_counted
+        condition = context.prepared(self.condition)
+        # The predicate's byte read through a memoryview: a Python int per test, no numpy scalar.
+        predicate = memoryview(context.array(self.predicate, _PRED).view(np.uint8))
 
         def run_loop() -> None:
             initial()
