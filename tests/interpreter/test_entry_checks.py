@@ -164,3 +164,10 @@ def test_edited_modules_run_or_give_xlapy_errors(data):
     args = [_fake(p.shape) for p in module.entry.parameters]
     with contextlib.suppress(XlapyError):
         xlapy.evaluate(module, *args, max_while_iterations=1000)
+
+
+@pytest.mark.parametrize("value", ["HloModule m\nENTRY e { ROOT c = f32[] constant(1) }", None, 3])
+def test_evaluate_and_compile_refuse_what_is_not_a_module(value):
+    for entry_point, call in (("evaluate", xlapy.evaluate), ("compile", xlapy.compile)):
+        with pytest.raises(XlapyError, match=f"{entry_point} takes an HloModule, not {type(value).__name__}"):
+            call(value)

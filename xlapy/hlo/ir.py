@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from xlapy.errors import VerifyError
+from xlapy.errors import VerifyError, XlapyError
 from xlapy.hlo.mlir_structure import ComputationSource, InstructionSource, ModuleSource
 from xlapy.shapes import Shape
 
@@ -431,3 +431,12 @@ def _embedded_computations(computation: HloComputation) -> list[HloComputation]:
             else:
                 push_callees(nxt)
     return order
+
+
+def require_module(value: object, entry_point: str) -> HloModule:
+    """``value`` when it is an ``HloModule``; otherwise ``XlapyError`` naming what ``entry_point`` got (text
+    is parsed first)."""
+    if not isinstance(value, HloModule):
+        hint = " (parse HLO text with xlapy.parse_hlo first)" if isinstance(value, str) else ""
+        raise XlapyError(f"{entry_point} takes an HloModule, not {type(value).__name__}{hint}")
+    return value

@@ -9,6 +9,7 @@ import numpy as np
 from xlapy.errors import UnimplementedError, XlapyError
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
 from xlapy.hlo.arguments import check_argument, check_arguments
+from xlapy.hlo.ir import require_module
 from xlapy.interpreter.all_rules import RULES
 from xlapy.interpreter.element_kinds import check_element_kinds
 from xlapy.interpreter.numerics import dtype_of, narrow
@@ -150,6 +151,7 @@ def evaluate(module: HloModule, *args: Any, seed: int = 0, verify: bool = True,
     (None: no limit)."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise XlapyError(f"seed must be a non-negative integer, got {seed!r}")
+    require_module(module, "evaluate")
     if verify:
         from xlapy.hlo.verifier import verify as verify_module
 

@@ -30,7 +30,7 @@ from xlapy.buffers.schedule import SEQUENCED_CALLERS, schedule_module, sequenced
 from xlapy.buffers.sharing import parse_input_output_alias
 from xlapy.errors import UnimplementedError, VerifyError, XlapyError
 from xlapy.hlo.arguments import check_argument, check_arguments
-from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
+from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule, require_module
 from xlapy.hlo.opcodes import OPCODES
 from xlapy.memory import buffer_bytes, check_bytes
 from xlapy.runtime.thunk_emitter import check_runnable_computations, emit_thunks
@@ -343,6 +343,7 @@ def compile(module: HloModule, backend: str = "cpu", *, dump_to: str | None = No
     stage as it starts. An ``UnimplementedError`` names every op that stops the module from running, before
     any kernel is compiled (there is no silent fallback)."""
     started = time.perf_counter()
+    require_module(module, "compile")
     if backend != "cpu":
         raise XlapyError(f"unknown backend {backend!r}; xlapy compiles for 'cpu'")
     report = progress if progress is not None else (lambda stage: None)
