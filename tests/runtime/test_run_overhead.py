@@ -190,3 +190,53 @@ def test_a_launch_covers_every_block_once(blocks, elements):
         assert covered == list(range(blocks))
         serial = blocks == 1 or elements < SERIAL_ELEMENTS or worker_count() == 1
         assert len(ranges) == (1 if serial else min(blocks, worker_count()))
+
+
+# A kernel over a large argument and result: both are bound to new memory on every call (used in place, handed
+# over), so its launch follows them instead of being prepared again.
+SCALE = """HloModule scale
+ENTRY e { x = f32[65536] parameter(0)  two = f32[] constant(2)  b = f32[65536] broadcast(two), dimensions={}
+          ROOT m = f32[65536] multiply(x, b) }
+"""
+
+
+def test_kernels_follow_arguments_and_results_to_new_memory_without_being_prepared_again(monkeypatch):
+    _, executable = _compile(SCALE)
+    prepares = []
+    original = ExecutionContext.prepared
+
+    def counting(self, thunk):
+        if id(thunk) not in self._prepared:
+            prepares.append(thunk)
+        return original(self, thunk)
+
+    monkeypatch.setattr(ExecutionContext, "prepared", counting)
+    results = []
+    for seed in range(4):
+        x = np.random.default_rng(seed).standard_normal(65536).astype(np.float32)
+        results.append((x, executable(x)))
+        if seed == 0:
+            prepared_first = len(prepares)
+    assert prepared_first > 0 and len(prepares) == prepared_first
+    for x, result in results:  # every result still holds its own call's values: nothing wrote over it later
+        np.testing.assert_array_equal(result, x * 2)
+
+
+def test_a_run_that_cannot_follow_drops_everything_prepared():
+    context = ExecutionContext([allocate(16), allocate(16)])
+    moves = []
+    sequence = ThunkSequence([SliceCopies("copy", [(BufferSlice(1, 0, 8), BufferSlice(1, 8, 8), 8)])])
+
+    class Follower(SliceCopies):
+        def prepare(self, context):
+            context.allocations[0]  # read, then followed instead of depended on
+            context.follow(0, lambda data: moves.append(data) or data is not None)
+            return lambda: None
+
+    follower = Follower("follower", [])
+    followed = context.prepared(follower)
+    run = context.prepared(sequence)
+    context.bind(0, allocate(16))
+    assert len(moves) == 1 and context.prepared(follower) is followed and context.prepared(sequence) is run
+    context.bind(0, None)  # the follower gives up: everything is prepared afresh
+    assert len(moves) == 2 and context.prepared(follower) is not followed and context.prepared(sequence) is not run

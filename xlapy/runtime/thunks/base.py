@@ -88,6 +88,10 @@ class ExecutionContext:
         self._prepared: dict[int, tuple[object, Callable[[], None], frozenset[int]]] = {}
         # allocation -> ids of the prepared runs that depend on it.
         self._dependents: dict[int, set[int]] = {}
+        # allocation -> id of a prepared run -> how that run follows the allocation to new memory (``follow``).
+        self._followers: dict[int, dict[int, Callable[[np.ndarray | None], bool]]] = {}
+        # The ids of the thunks being prepared (innermost last), alongside ``_preparing``.
+        self._preparing_ids: list[int] = []
 
     def array(self, slice: BufferSlice, shape: Shape) -> np.ndarray:
         """The flat physical view (layout order, dtype of ``shape``) of the array ``slice`` holds."""
@@ -128,7 +132,26 @@ class ExecutionContext:
         list.__setitem__(self.allocations, index, data)
         self._views.pop(index, None)
         for key in self._dependents.pop(index, ()):
-            self._prepared.pop(key, None)
+            self._drop(key)
+        for repoint in list(self._followers.get(index, {}).values()):
+            if not repoint(data):
+                self.forget()  # a run that cannot follow: everything is prepared again, and checked again
+                return
+
+    def follow(self, index: int, repoint: Callable[[np.ndarray | None], bool]) -> None:
+        """Called while a thunk is prepared: its run does not depend on allocation ``index`` staying where it is,
+        because ``repoint(data)`` moves it to the memory ``data`` the allocation is bound to next (None: no
+        memory; the run must not be called until it is bound again). ``repoint`` returns False when it cannot
+        follow (then everything prepared is dropped). Results handed to the caller, and arguments used where
+        they are, are bound to new memory on every call: their kernels follow them instead of being prepared
+        again (XLA's thunks take their buffer addresses at each execution alike)."""
+        self._preparing[-1].discard(index)
+        self._followers.setdefault(index, {})[self._preparing_ids[-1]] = repoint
+
+    def _drop(self, key: int) -> None:
+        self._prepared.pop(key, None)
+        for followers in self._followers.values():
+            followers.pop(key, None)
 
     def prepared(self, thunk: Thunk | ThunkSequence) -> Callable[[], None]:
         """``thunk``'s run in this context as a callable of no arguments (``thunk.prepare(self)``, made on the
@@ -136,10 +159,12 @@ class ExecutionContext:
         entry = self._prepared.get(id(thunk))
         if entry is None:
             self._preparing.append(set())
+            self._preparing_ids.append(id(thunk))
             try:
                 run = thunk.prepare(self)
             finally:
                 used = frozenset(self._preparing.pop())
+                self._preparing_ids.pop()
             entry = self._prepared[id(thunk)] = (thunk, run, used)
             for index in used:
                 self._dependents.setdefault(index, set()).add(id(thunk))
@@ -151,6 +176,7 @@ class ExecutionContext:
         """Drops what was prepared (prepared runs may refer back to the context)."""
         self._prepared.clear()
         self._dependents.clear()
+        self._followers.clear()
         self._views.clear()
 
 

@@ -115,9 +115,33 @@ class KernelThunk(Thunk):
         """The launch over ``context``'s buffers, checked and bound to the kernel once (``CpuKernel.bind``): a
         loop iteration then only calls the kernel."""
         buffers = self.buffers(context)  # checked before the kernel is asked for anything
-        if runs_serially(self.blocks, self.elements):
-            return self.kernel.bind_all_blocks(buffers)
-        return block_launcher(self.kernel.bind(buffers), self.blocks, self.elements)
+        serial = runs_serially(self.blocks, self.elements)
+        launch = self.kernel.bind_all_blocks(buffers) if serial else self.kernel.bind(buffers)
+        self._follow_allocations(context, launch)
+        return launch if serial else block_launcher(launch, self.blocks, self.elements)
+
+    def _follow_allocations(self, context: ExecutionContext, launch: Callable) -> None:
+        """Lets ``launch`` follow each of its allocations to new memory by rewriting its pointers in place
+        (``ExecutionContext.follow``) instead of being bound again."""
+        _, pointers = launch.buffers
+        positions: dict[int, list[tuple[int, int, int]]] = {}
+        for position, item in enumerate(self._plan):
+            if not isinstance(item, np.ndarray):
+                positions.setdefault(item[0], []).append((position, item[1], item[2]))
+        for allocation, spans in positions.items():
+            def repoint(data: np.ndarray | None, spans: list[tuple[int, int, int]] = spans) -> bool:
+                if data is not None and (data.ndim != 1 or not data.flags.c_contiguous or
+                                         data.nbytes < max(end for _, _, end in spans)):
+                    return False
+                address = None if data is None else data.ctypes.data
+                for position, start, _ in spans:
+                    pointers[position] = None if address is None else address + start
+                # The launch no longer keeps the memory it was prepared over alive (it may be the caller's now);
+                # the fused constants it reads stay alive in the thunk's plan.
+                launch.buffers = (None, pointers)
+                return True
+
+            context.follow(allocation, repoint)
 
 
 def shared_slice_indices(slices: Sequence[BufferSlice | None], what: str) -> tuple[int, ...] | None:
