@@ -14,6 +14,11 @@ the same program, with the reference interpreter (the largest difference in mach
 largest result, a bound sums in any order keep). A program whose first run takes over two seconds is
 timed once.
 
+Cases marked * are the hero emitters' (transpose, reduction, concatenate, dynamic-update-slice, scatter):
+their target is ``HERO_TARGET`` x XLA:CPU; the memory-bound ones among them also print their bytes per second
+as a share of the machine's copy bandwidth, measured in the same run (``benchmarks.timing.copy_bandwidth``),
+against ``COPY_SHARE``.
+
 The sizes are memory-bound (a few MB to tens of MB per array), like benchmarks/loop_fusion_vs_xla.py.
 
     python -m benchmarks.programs_vs_xla                    # every program
@@ -44,7 +49,14 @@ from rich.console import Console
 from rich.table import Table
 
 import xlapy
-from benchmarks.timing import compile_cold_and_cached, format_seconds, import_compiler, time_alternately, timed
+from benchmarks.timing import (
+    compile_cold_and_cached,
+    copy_bandwidth,
+    format_seconds,
+    import_compiler,
+    time_alternately,
+    timed,
+)
 from tools.compare import is_float, leaves
 from tools.xla_program_stats import describe_fusions, program_table_rows
 from xlapy.frontends.jax import from_jax
@@ -150,6 +162,10 @@ class Program:
     fn: Callable[..., Any]
     # Arguments at a scale (1: the benchmark's size); small scales give the interpreter check's size.
     make_args: Callable[[np.random.Generator, float], tuple[Any, ...]]
+    # A case of the hero emitters' targets (at least HERO_TARGET x XLA:CPU) ...
+    hero: bool = False
+    # ... and one that only moves memory, which should run at COPY_SHARE of the machine's copy bandwidth at least.
+    memory_bound: bool = False
 
 
 def _n(size: int, scale: float, minimum: int = 2) -> int:
@@ -162,27 +178,31 @@ def _normal(rng: np.random.Generator, *shape: int, dtype: Any = np.float32, scal
 
 def _programs() -> list[Program]:
     f32 = _normal
+    hero = {"hero": True}
+    copying_hero = {"hero": True, "memory_bound": True}
     return [
         Program("gelu f32", gelu, lambda r, s: (f32(r, 6, _n(512, s), 4096),)),
         Program("gelu bf16", gelu, lambda r, s: (f32(r, 6, _n(512, s), 4096, dtype=bf16),)),
-        Program("softmax", softmax, lambda r, s: (f32(r, _n(4096, s), 1024),)),
-        Program("layernorm", layernorm, lambda r, s: (f32(r, _n(4096, s), 1024), f32(r, 1024), f32(r, 1024))),
+        Program("softmax", softmax, lambda r, s: (f32(r, _n(4096, s), 1024),), **hero),
+        Program("layernorm", layernorm, lambda r, s: (f32(r, _n(4096, s), 1024), f32(r, 1024), f32(r, 1024)),
+                **hero),
         Program("rmsnorm bf16", rmsnorm,
-                lambda r, s: (f32(r, _n(4096, s), 1024, dtype=bf16), f32(r, 1024, dtype=bf16))),
+                lambda r, s: (f32(r, _n(4096, s), 1024, dtype=bf16), f32(r, 1024, dtype=bf16)), **hero),
         Program("broadcast chain", broadcast_chain,
                 lambda r, s: (f32(r, _n(4096, s), 1024), f32(r, 1024), f32(r, _n(4096, s)))),
-        Program("transpose 021", transpose_021, lambda r, s: (f32(r, _n(64, s), 256, 256),)),
-        Program("transpose 102", transpose_102, lambda r, s: (f32(r, _n(64, s), 256, 256),)),
-        Program("transpose 210", transpose_210, lambda r, s: (f32(r, _n(64, s), 256, 256),)),
-        Program("row reduction", row_sums, lambda r, s: (f32(r, _n(4096, s), 1024),)),
-        Program("column reduction", column_sums, lambda r, s: (f32(r, _n(4096, s), 1024),)),
-        Program("argmax", argmax, lambda r, s: (f32(r, _n(4096, s), 1024),)),
+        Program("transpose 021", transpose_021, lambda r, s: (f32(r, _n(64, s), 256, 256),), **copying_hero),
+        Program("transpose 102", transpose_102, lambda r, s: (f32(r, _n(64, s), 256, 256),), **copying_hero),
+        Program("transpose 210", transpose_210, lambda r, s: (f32(r, _n(64, s), 256, 256),), **copying_hero),
+        Program("row reduction", row_sums, lambda r, s: (f32(r, _n(4096, s), 1024),), **copying_hero),
+        Program("column reduction", column_sums, lambda r, s: (f32(r, _n(4096, s), 1024),), **copying_hero),
+        Program("argmax", argmax, lambda r, s: (f32(r, _n(4096, s), 1024),), **copying_hero),
         Program("concatenate", concatenation,
-                lambda r, s: (f32(r, _n(2048, s), 1024), f32(r, _n(2048, s), 512), f32(r, _n(2048, s), 256))),
-        Program("scan dynamic-update-slice", scan_update_slice, lambda r, s: (f32(r, _n(64, s), 16384),)),
+                lambda r, s: (f32(r, _n(2048, s), 1024), f32(r, _n(2048, s), 512), f32(r, _n(2048, s), 256)),
+                **copying_hero),
+        Program("scan dynamic-update-slice", scan_update_slice, lambda r, s: (f32(r, _n(64, s), 16384),), **hero),
         Program("scatter-add", scatter_add,
                 lambda r, s: (f32(r, _n(65536, s), 16), r.integers(0, _n(65536, s), _n(16384, s)).astype(np.int32),
-                              f32(r, _n(16384, s), 16))),
+                              f32(r, _n(16384, s), 16)), **hero),
         Program("mlp block", mlp_block,
                 lambda r, s: (f32(r, _n(256, s), 512), f32(r, 512, 2048, scale=0.05), f32(r, 2048),
                               f32(r, 2048, 512, scale=0.05), f32(r, 512))),
@@ -192,6 +212,11 @@ def _programs() -> list[Program]:
         Program("sort", sort, lambda r, s: (f32(r, _n(256, s), 4096),)),
     ]
 
+
+# The hero emitters' targets: each hero case at least this many times as fast as XLA:CPU ...
+HERO_TARGET = 1.2
+# ... and the memory-bound ones moving their bytes at this share of the machine's copy bandwidth at least.
+COPY_SHARE = 0.8
 
 # A program whose first run takes longer than this (seconds) is timed once only.
 _SLOW_RUN = 2.0
@@ -206,6 +231,8 @@ _CHECK_SCALE = 1 / 256
 class Result:
     name: str
     description: str
+    hero: bool = False
+    memory_bound: bool = False
     not_compiled: str | None = None
     cold: float | None = None
     cached: float | None = None
@@ -258,7 +285,7 @@ def run_program(program: Program, rounds: int, scale: float, check: bool, cache_
     flat = jax.tree.leaves(args)
     description = ", ".join(f"{a.dtype}{list(a.shape)}" for a in flat)
     console.print(f"[bold]{program.name}[/]: {description}")
-    result = Result(program.name, description)
+    result = Result(program.name, description, program.hero, program.memory_bound)
     try:
         result.cold, result.cached, executable, _ = compile_cold_and_cached(
             lambda: from_jax(program.fn, *args), cache_root / program.name.replace(" ", "_"))
@@ -310,22 +337,28 @@ def geometric_mean(ratios: list[float]) -> float:
     return math.exp(statistics.fmean(math.log(r) for r in ratios))
 
 
-def report(results: list[Result], rounds: int, imports: float, console: Console) -> None:
+def report(results: list[Result], rounds: int, imports: float, bandwidth: float, console: Console) -> None:
     table = Table(title=f"JAX programs: xlapy vs XLA:CPU (medians of {rounds} alternating rounds)")
-    for column in ("program", "xlapy", "XLA", "XLA/xlapy", "xlapy GB/s", "kernels", "library", "compile cold",
-                   "cached", "XLA compile", "vs XLA", "vs interp"):
+    for column in ("program", "xlapy", "XLA", "XLA/xlapy", "xlapy GB/s", "of copy", "kernels", "library",
+                   "compile cold", "cached", "XLA compile", "vs XLA", "vs interp"):
         table.add_column(column, justify="left" if column == "program" else "right")
-    ratios = []
+    ratios, hero_ratios, short = [], [], []
     for r in results:
         if r.not_compiled is not None:
-            table.add_row(r.name, f"[yellow]not compiled: {r.not_compiled}[/]", *[""] * 10)
+            table.add_row(r.name, f"[yellow]not compiled: {r.not_compiled}[/]", *[""] * 11)
             continue
         ours, theirs = statistics.median(r.ours), statistics.median(r.theirs)
         ratio = theirs / ours
         ratios.append(ratio)
+        share = r.bytes_moved / ours / bandwidth
+        if r.hero:
+            hero_ratios.append(ratio)
+            if ratio < HERO_TARGET or (r.memory_bound and share < COPY_SHARE):
+                short.append(r.name)
         style = "green" if ratio >= 1.0 else "red"
-        table.add_row(r.name, format_seconds(ours), format_seconds(theirs), f"[{style}]{ratio:.2f}[/]",
-                      f"{r.bytes_moved / ours / 1e9:.1f}", str(r.kernels if r.kernels is not None else "-"),
+        table.add_row(r.name + (" *" if r.hero else ""), format_seconds(ours), format_seconds(theirs),
+                      f"[{style}]{ratio:.2f}[/]", f"{r.bytes_moved / ours / 1e9:.1f}",
+                      f"{share:.0%}" if r.memory_bound else "", str(r.kernels if r.kernels is not None else "-"),
                       str(r.library_calls if r.library_calls is not None else "-"), format_seconds(r.cold),
                       format_seconds(r.cached), format_seconds(r.xla_compile), _epsilons(r.error_xla),
                       _epsilons(r.error_interpreter))
@@ -333,6 +366,12 @@ def report(results: list[Result], rounds: int, imports: float, console: Console)
     if ratios:
         console.print(f"geometric mean of XLA/xlapy over the {len(ratios)} programs that compiled: "
                       f"{geometric_mean(ratios):.3f}")
+    console.print(f"copy bandwidth of this machine, measured in this run: {bandwidth / 1e9:.1f} GB/s (bytes read "
+                  "plus written); 'of copy': a program's bytes (arguments plus results) per second as a share of it")
+    if hero_ratios:
+        console.print(f"* hero cases: {len(hero_ratios) - len(short)} of {len(hero_ratios)} at {HERO_TARGET}x XLA or "
+                      f"more (and, when memory-bound, {COPY_SHARE:.0%} of the copy bandwidth or more)"
+                      + (f"; short: {', '.join(short)}" if short else ""))
     console.print(f"compile cold: empty kernel cache, the compiler's modules already imported (importing them "
                   f"took {format_seconds(imports)}); cached: the same compile with the kernels on disk only. "
                   "xlapy's time includes its argument checks and the copies of small arguments and results; "
@@ -422,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         results = [run_program(p, args.rounds, args.scale, not args.no_check, Path(cache_root), console)
                    for p in programs]
-    report(results, args.rounds, imports, console)
+    report(results, args.rounds, imports, copy_bandwidth(), console)
     return 0
 
 

@@ -3,10 +3,12 @@ alternately, and xlapy's compile time cold and from the disk cache."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import statistics
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -46,6 +48,27 @@ def time_alternately(first: Callable[[], object], second: Callable[[], object], 
             run()
             times.append(time.perf_counter() - start)
     return first_times, second_times
+
+
+def copy_bandwidth(nbytes: int = 64 << 20, rounds: int = 10) -> float:
+    """The machine's copy bandwidth in bytes per second (bytes read plus bytes written): the best of ``rounds``
+    copies of ``nbytes`` between two arrays far larger than the caches, each copy either whole on one thread or
+    split in one part per core on threads (numpy copies without holding the GIL), whichever is faster."""
+    import numpy as np
+
+    source = np.ones(nbytes, np.uint8)
+    target = np.zeros_like(source)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    bounds = [nbytes * i // cores for i in range(cores + 1)]
+    parts = [(target[a:b], source[a:b]) for a, b in itertools.pairwise(bounds)]
+    with ThreadPoolExecutor(cores) as pool:
+        def split_copy() -> None:
+            for future in [pool.submit(np.copyto, *part) for part in parts]:
+                future.result()
+
+        best = min(min(best_and_median(lambda: np.copyto(target, source), rounds)[0],
+                       best_and_median(split_copy, rounds)[0]) for _ in range(2))
+    return 2 * nbytes / best
 
 
 def format_seconds(value: float | None) -> str:
