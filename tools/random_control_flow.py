@@ -4,7 +4,7 @@ passes that rewrite them against the interpreter.
 ``while_loop_texts()`` draws a module whose entry runs a counted loop: an
 ``s32`` counter, a bound that is a constant or a state element (itself
 starting as a constant or a parameter), and array elements that start as
-parameters or constants, some passed through unchanged, the others updated
+parameters or constants (sometimes two as the same one), some passed through unchanged, the others updated
 from elementwise ops, broadcasts, reshapes and transposes of the state, of
 constants and of values computed from the unchanged elements only (what
 loop-invariant code motion hoists). Sometimes the body holds a second loop,
@@ -180,7 +180,9 @@ def while_loop_texts(draw: Any, nested: bool = True) -> str:
     init = ["zero"]
     entry.append("  zero = s32[] constant(0)")
     for k in range(elements):
-        if from_constant[k]:
+        if k and draw(st.booleans()):
+            init.append(init[-1])  # two elements starting as one value (repeats when both are invariant)
+        elif from_constant[k]:
             entry.append(f"  k.{k} = {shape} {_constant(draw, dims)}")
             init.append(f"k.{k}")
         else:

@@ -1,20 +1,20 @@
-"""Removal of while loops that run at most once, the part of XLA's
-``WhileLoopSimplifier`` (``xla/service/while_loop_simplifier.cc``,
-``TryRemoveWhileLoop``) xlapy has.
+"""The parts of XLA's ``WhileLoopSimplifier`` (``xla/service/while_loop_simplifier.cc``) xlapy has:
 
-The trip count comes from the loop's induction variable, as XLA's
-``ComputeWhileLoopTripCount`` finds it in the common case: a tuple element
-that starts as an integer constant, that the body advances by a positive
-constant (``add(get-tuple-element(param), constant)``, in either order) and
-that the condition compares with a constant (``i < n``, ``i <= n``, or the
-same written ``n > i``, ``n >= i``). A loop without side effects and without
-control dependencies that never runs is replaced by its initial value; one
-that runs once by a copy of its body applied to the initial value (a ``call``
-of the body, then inlined, as XLA does).
+- ``TryRemoveWhileLoop``: a loop without side effects and without control dependencies whose trip count
+  (``while_loop_analysis.trip_count``) is 0 is replaced by its initial value; one of a single trip by a copy
+  of its body applied to the initial value (a ``call`` of the body, then inlined, as XLA does).
+- ``TryRemoveConstantParams``: a state element that starts as a constant and that the body sets to an equal
+  constant is no longer carried; the condition, the body and the loop's users read the constant.
+- ``TryRemoveRepeatedWhileTupleIndices``: state elements that start as the same instruction and that the body
+  passes through unchanged are carried once.
+- ``TryRemoveDeadWhileParams``: a state element the loop does not read (not the condition, and in the body
+  nothing but the computation of its own next value) is no longer carried, with that computation: when the
+  body passes it through unchanged, the loop's users read its initial value instead; otherwise only when
+  nothing reads it after the loop.
 
-Left out of XLA's pass: removing dead or constant loop state, flattening
-nested state tuples, merging induction variables and propagating constants
-into the condition.
+Each of the last three narrows the loop with ``while_util.narrow_loop``. Left out of XLA's pass: flattening
+nested state tuples, merging induction variables, repeated elements updated by dynamic-update-slices, and
+propagating constants into the condition.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule, while_condition_and_body
+from xlapy.shapes import Shape
+from xlapy.transforms.call_graph import clone_instruction
 from xlapy.transforms.call_inliner import inline
 from xlapy.transforms.hlo_pass import HloPass
 from xlapy.transforms.hlo_rewrites import (
@@ -30,96 +32,13 @@ from xlapy.transforms.hlo_rewrites import (
     non_fusion_non_composite_computations,
     replace_instruction,
 )
-
-
-def integer_constant(instruction: HloInstruction) -> int | None:
-    if instruction.opcode != "constant" or instruction.shape.is_tuple or instruction.shape.rank != 0:
-        return None
-    value = np.asarray(instruction.literal)
-    if value.dtype.kind not in "iu":
-        return None
-    return int(value)
-
-
-def _element_of_parameter(instruction: HloInstruction, computation: HloComputation) -> int | None:
-    """``k`` when ``instruction`` is ``get-tuple-element(parameter(0)), index=k``."""
-    if instruction.opcode != "get-tuple-element":
-        return None
-    operand = instruction.operands[0]
-    if operand.opcode != "parameter" or operand.parent is not computation:
-        return None
-    return int(instruction.attr("index"))
-
-
-def induction_bound(condition: HloComputation) -> tuple[int, int, str] | None:
-    """(state index, constant, direction as ``i <direction> constant``) of the condition's root."""
-    root = condition.root
-    if root is None or root.opcode != "compare":
-        return None
-    lhs, rhs = root.operands
-    direction = str(root.attr("direction"))
-    flipped = {"GT": "LT", "GE": "LE", "LT": "GT", "LE": "GE"}
-    index, constant = _element_of_parameter(lhs, condition), integer_constant(rhs)
-    if index is None or constant is None:
-        index, constant, direction = _element_of_parameter(rhs, condition), integer_constant(lhs), flipped.get(
-            direction, "")
-    if index is None or constant is None or direction not in ("LT", "LE"):
-        return None
-    return index, constant, direction
-
-
-def induction_step(body: HloComputation, index: int) -> int | None:
-    """The constant the body adds to state element ``index``, if that is all it does."""
-    root = body.root
-    if root is None or root.opcode != "tuple" or index >= len(root.operands):
-        return None
-    update = root.operands[index]
-    if update.opcode != "add":
-        return None
-    for variable, step in (update.operands, reversed(update.operands)):
-        if _element_of_parameter(variable, body) == index:
-            value = integer_constant(step)
-            return value if value is not None and value > 0 else None
-    return None
-
-
-def induction_start(loop: HloInstruction, index: int) -> HloInstruction | None:
-    """The instruction giving state element ``index`` its initial value (through copy insertion's copies)."""
-    init = loop.operands[0]
-    if init.opcode != "tuple" or index >= len(init.operands):
-        return None
-    initial = init.operands[index]
-    while initial.opcode == "copy":
-        initial = initial.operands[0]
-    return initial
-
-
-def trip_count(loop: HloInstruction) -> int | None:
-    """How many times ``loop`` runs its body, when its induction variable says so."""
-    condition, body = while_condition_and_body(loop)
-    bound = induction_bound(condition)
-    init = loop.operands[0]
-    if bound is None or init.opcode != "tuple":
-        return None
-    index, limit, direction = bound
-    initial = induction_start(loop, index)
-    start = integer_constant(initial) if initial is not None else None
-    step = induction_step(body, index)
-    if initial is None or start is None or step is None:
-        return None
-    end = limit if direction == "LT" else limit + 1
-    # Each element type wraps; bounds that do not fit it are left to XLA's general analysis.
-    dtype = np.asarray(initial.literal).dtype
-    info = np.iinfo(dtype)
-    if not info.min <= end <= info.max:
-        return None
-    trips = max(0, -(-(end - start) // step))
-    # The last step must not wrap: a wrapped variable would pass the test again.
-    return trips if start + trips * step <= info.max else None
+from xlapy.transforms.while_loop_analysis import trip_count
+from xlapy.transforms.while_util import StandIn, element, narrow_loop
 
 
 class WhileLoopSimplifier(HloPass):
-    """Replaces while loops of zero or one trips by what they compute."""
+    """Replaces while loops of zero or one trips by what they compute, and stops carrying the state elements
+    they do not need to carry."""
 
     name = "simplify-while-loops"
 
@@ -128,16 +47,161 @@ class WhileLoopSimplifier(HloPass):
                  for instruction in computation.instructions if instruction.opcode == "while"]
         changed = False
         for loop in loops:
-            if loop.parent is None or has_control_dependencies(loop) or has_side_effect(loop):
+            if loop.parent is None or has_control_dependencies(loop):
                 continue
-            trips = trip_count(loop)
-            if trips == 0:
-                changed |= replace_instruction(loop, loop.operands[0])
-            elif trips == 1:
-                _, body = while_condition_and_body(loop)
-                call = HloInstruction("call", "call", loop.shape, [loop.operands[0]], {"to_apply": body.name}, [body])
-                call = loop.parent.add_instruction(call, before=loop)
-                replace_instruction(loop, call)
-                inline(call)
+            if not has_side_effect(loop):
+                trips = trip_count(loop)
+                if trips == 0:
+                    changed |= replace_instruction(loop, loop.operands[0])
+                    continue
+                if trips == 1:
+                    _, body = while_condition_and_body(loop)
+                    call = HloInstruction("call", "call", loop.shape, [loop.operands[0]], {"to_apply": body.name},
+                                          [body])
+                    call = loop.parent.add_instruction(call, before=loop)
+                    replace_instruction(loop, call)
+                    inline(call)
+                    changed = True
+                    continue
+            stand_ins, outside = removable_state(loop)
+            if stand_ins:
+                narrow_loop(loop, stand_ins, outside)
                 changed = True
         return changed
+
+
+def removable_state(loop: HloInstruction) -> tuple[dict[int, StandIn], dict[int, StandIn]]:
+    """The state elements of ``loop`` it need not carry, each with what stands for it in the loop and, where
+    that differs, after it (``while_util.narrow_loop``'s arguments): constants, repeats of an element passed
+    through, and elements the loop does not read (see the module's docstring). None unless the initial state
+    and the body's result are ``tuple`` instructions."""
+    _, body = while_condition_and_body(loop)
+    init, root = loop.operands[0], body.root
+    if not loop.shape.is_tuple or init.opcode != "tuple" or root is None or root.opcode != "tuple":
+        return {}, {}
+    parameter = body.parameter(0)
+    stand_ins: dict[int, StandIn] = {}
+    for index, (start, update) in enumerate(zip(init.operands, root.operands)):
+        if _same_constant(start, update):
+            stand_ins[index] = _constant_stand_in(start)
+    first_of: dict[int, int] = {}  # id of an initial value -> the first element passing it through
+    repeated: set[int] = set()
+    for index, start in enumerate(init.operands):
+        if index in stand_ins or not _is_element(root.operands[index], parameter, index):
+            continue
+        first = first_of.setdefault(id(start), index)
+        if first != index:
+            stand_ins[index] = _repeat_stand_in(first, stand_ins)
+            repeated.add(first)
+    outside: dict[int, StandIn] = {}
+    read_after = _read_after(loop)
+    for index in _unread_elements(loop):
+        if index in stand_ins or index in repeated:  # others read a repeated one (a later run comes back to it)
+            continue
+        if _is_element(root.operands[index], parameter, index):  # after the loop: its initial value
+            outside[index] = _value_stand_in(init.operands[index])
+        elif read_after is None or index in read_after:
+            continue
+        stand_ins[index] = _placeholder_stand_in(loop.shape.tuple_shapes[index])
+    if stand_ins and len(stand_ins) == len(loop.shape.tuple_shapes):
+        # Nothing left to carry: one element is kept, so that the loop still runs its condition and body.
+        kept = min(stand_ins)
+        stand_ins.pop(kept)
+        outside.pop(kept, None)
+    return stand_ins, outside
+
+
+def _read_after(loop: HloInstruction) -> set[int] | None:
+    """The state elements read after ``loop`` (None: all of them, when it is read whole)."""
+    if loop is loop.parent.root or any(user.opcode != "get-tuple-element" for user in loop.users):
+        return None
+    return {int(user.attr("index")) for user in loop.users}
+
+
+def _same_constant(start: HloInstruction, update: HloInstruction) -> bool:
+    """Whether both are constants of one shape with the same bits (XLA compares literals so)."""
+    if not (start.opcode == update.opcode == "constant" and start.shape == update.shape):
+        return False
+    a, b = np.asarray(start.literal), np.asarray(update.literal)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _is_element(instruction: HloInstruction, state: HloInstruction, index: int) -> bool:
+    return (instruction.opcode == "get-tuple-element" and instruction.operands[0] is state
+            and int(instruction.attr("index")) == index)
+
+
+def _constant_stand_in(constant: HloInstruction) -> StandIn:
+    def stand_in(state: HloInstruction, before: HloInstruction | None) -> HloInstruction:
+        computation = state.parent
+        return computation.add_instruction(clone_instruction(constant, [], computation.module, suffix=None),
+                                           before=before)
+
+    return stand_in
+
+
+def _repeat_stand_in(first: int, stand_ins: dict[int, StandIn]) -> StandIn:
+    def stand_in(state: HloInstruction, before: HloInstruction | None) -> HloInstruction:
+        # ``first`` is kept: its place in the narrowed state counts the kept elements before it.
+        return element(state, first - sum(1 for i in stand_ins if i < first), before)
+
+    return stand_in
+
+
+def _value_stand_in(value: HloInstruction) -> StandIn:
+    return lambda state, before: value
+
+
+def _placeholder_stand_in(shape: Shape) -> StandIn:
+    """A value of ``shape`` for an element nobody reads: zeros (a broadcast constant, or a tuple of them)."""
+    def build(computation: HloComputation, shape: Shape, before: HloInstruction | None) -> HloInstruction:
+        if shape.is_tuple:
+            parts = [build(computation, s, before) for s in shape.tuple_shapes]
+            return computation.add_instruction(HloInstruction("tuple", "tuple", shape, parts), before=before)
+        zero = HloInstruction("constant", "constant", Shape.array(shape.element_type, ()))
+        zero.literal = np.zeros((), zero.shape.dtype)
+        zero = computation.add_instruction(zero, before=before)
+        return computation.add_instruction(
+            HloInstruction("broadcast", "broadcast", shape, [zero], {"dimensions": ()}), before=before)
+
+    return lambda state, before: build(state.parent, shape, before)
+
+
+def _unread_elements(loop: HloInstruction) -> list[int]:
+    """The state elements the loop does not read: not the condition, and in the body only instructions without
+    side effects whose values reach the body's result at that element alone."""
+    condition, body = while_condition_and_body(loop)
+    state = condition.parameter(0)
+    if state is condition.root or any(user.opcode != "get-tuple-element" for user in state.users):
+        return []
+    read_by_condition = {int(user.attr("index")) for user in state.users}
+    parameter, root = body.parameter(0), body.root
+    if parameter in root.operands or any(user.opcode != "get-tuple-element" for user in parameter.users):
+        return []
+    reads: dict[int, list[HloInstruction]] = {}
+    for user in parameter.users:
+        reads.setdefault(int(user.attr("index")), []).append(user)
+    return [index for index in range(len(loop.shape.tuple_shapes))
+            if index not in read_by_condition and _reaches_only(reads.get(index, []), root, index)]
+
+
+def _reaches_only(starts: list[HloInstruction], root: HloInstruction, index: int) -> bool:
+    """Whether every value computed from ``starts`` reaches ``root`` only as its operand ``index``, through
+    instructions without side effects."""
+    seen: set[int] = set()
+    stack = list(starts)
+    while stack:
+        instruction = stack.pop()
+        if id(instruction) in seen:
+            continue
+        seen.add(id(instruction))
+        if has_side_effect(instruction) or has_control_dependencies(instruction):
+            return False
+        for user in instruction.users:
+            if user is root:
+                if any(operand is instruction and position != index
+                       for position, operand in enumerate(root.operands)):
+                    return False
+                continue
+            stack.append(user)
+    return True

@@ -26,7 +26,7 @@ import numpy as np
 from xlapy.hlo.ir import HloInstruction, HloModule, while_condition_and_body
 from xlapy.transforms.hlo_pass import HloPass
 from xlapy.transforms.hlo_rewrites import non_fusion_non_composite_computations
-from xlapy.transforms.while_loop_simplifier import (
+from xlapy.transforms.while_loop_analysis import (
     induction_bound,
     induction_start,
     induction_step,

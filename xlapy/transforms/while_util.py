@@ -6,6 +6,7 @@ computed before it can be read inside it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,7 +15,7 @@ from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule, while_condit
 from xlapy.shapes import Shape
 from xlapy.transforms.call_graph import unique_computation_name
 from xlapy.transforms.call_inliner import inline
-from xlapy.transforms.while_loop_simplifier import trip_count
+from xlapy.transforms.while_loop_analysis import trip_count
 
 
 def is_element_of(instruction: HloInstruction, tuple_value: HloInstruction, index: int | None = None) -> bool:
@@ -93,10 +94,11 @@ def append_suffix(value: HloInstruction, suffix: list[HloInstruction],
     return make_tuple(value.parent, parts + list(suffix), before)
 
 
-def _new_computation(module: HloModule, name: str, parameter_shape: Shape) -> tuple[HloComputation, HloInstruction]:
+def _new_computation(module: HloModule, name: str, parameter_shape: Shape,
+                     parameter_name: str = "wide_param") -> tuple[HloComputation, HloInstruction]:
     computation = HloComputation(unique_computation_name(module, name))
     module.add_computation(computation)
-    parameter = HloInstruction("wide_param", "parameter", parameter_shape)
+    parameter = HloInstruction(parameter_name, "parameter", parameter_shape)
     parameter.parameter_number = 0
     computation.add_instruction(parameter)
     return computation, parameter
@@ -155,3 +157,50 @@ def make_instructions_live_in(loop: HloInstruction, values: list[HloInstruction]
     first = wide_body.instructions[1]
     live_in = [element(wide_body.parameter(0), i, before=first) for i in range(count, len(wide_shape.tuple_shapes))]
     return WidenedLoop(new_loop, replacement, live_in, body_copies)
+
+
+# How a removed state element is rebuilt from the narrowed state (a value of the new loop's shape) in the
+# computation that holds it, before a given instruction (None: at the end).
+StandIn = Callable[[HloInstruction, "HloInstruction | None"], HloInstruction]
+
+
+def narrow_loop(loop: HloInstruction, stand_ins: dict[int, StandIn],
+                outside: dict[int, StandIn] | None = None) -> HloInstruction:
+    """Replaces ``loop`` by a copy without the state elements ``stand_ins`` names, each of which the loop
+    never needs to carry: wherever the old condition or body read element ``i``, they read ``stand_ins[i]`` of
+    the narrowed state instead, and the loop's users read ``outside[i]`` (default ``stand_ins[i]``) of the new
+    loop's value (the part of XLA's ``RemoveDeadTupleIndices`` that ``WhileLoopSimplifier`` shares among its
+    rewrites). The new condition and body (``narrow.<name>``) call the old ones on the rebuilt state, inlined.
+    Returns the new loop."""
+    computation, module = loop.parent, loop.parent.module
+    condition, body = while_condition_and_body(loop)
+    count = len(loop.shape.tuple_shapes)
+    kept = [i for i in range(count) if i not in stand_ins]
+    narrow_shape = Shape.make_tuple([loop.shape.tuple_shapes[i] for i in kept])
+
+    def rebuilt(state: HloInstruction, before: HloInstruction | None = None,
+                rebuild: dict[int, StandIn] = stand_ins) -> HloInstruction:
+        parts = [rebuild[i](state, before) if i in rebuild else element(state, kept.index(i), before)
+                 for i in range(count)]
+        return make_tuple(state.parent, parts, before)
+
+    narrow_condition, parameter = _new_computation(module, f"narrow.{condition.name}", narrow_shape, "narrow_param")
+    call = _call(narrow_condition, condition.root.shape, rebuilt(parameter), condition)
+    narrow_condition.root = call
+    inline(call)
+
+    narrow_body, parameter = _new_computation(module, f"narrow.{body.name}", narrow_shape, "narrow_param")
+    call = _call(narrow_body, loop.shape, rebuilt(parameter), body)
+    narrow_body.root = make_tuple(narrow_body, [element(call, i) for i in kept])
+    inline(call)
+
+    init = make_tuple(computation, [element(loop.operands[0], i, before=loop) for i in kept], before=loop)
+    # The trip-count annotation names a state index and a sharding covers every element: neither fits the new
+    # loop (the annotator runs again later).
+    attributes = {key: value for key, value in loop.attributes.items() if key not in ("backend_config", "sharding")}
+    attributes.update(condition=narrow_condition.name, body=narrow_body.name)
+    new_loop = _add(computation, HloInstruction("while", "while", narrow_shape, [init], attributes,
+                                                [narrow_body, narrow_condition]), loop)
+    loop.replace_all_uses_with(rebuilt(new_loop, loop, {**stand_ins, **(outside or {})}))
+    computation.remove_instruction(loop)
+    return new_loop

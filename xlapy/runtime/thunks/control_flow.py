@@ -23,7 +23,7 @@ from xlapy.runtime.thunks.copy import SliceCopies, leaf_copies
 from xlapy.runtime.thunks.registry import thunk_rule
 from xlapy.shapes import Shape
 from xlapy.transforms.hlo_rewrites import has_side_effect
-from xlapy.transforms.while_loop_simplifier import trip_count
+from xlapy.transforms.while_loop_analysis import trip_count
 
 if TYPE_CHECKING:
     from xlapy.buffers.assignment import BufferSlice
