@@ -9,11 +9,11 @@ import llvmlite.binding as llvm
 import pytest
 
 import xlapy
-from xlapy.codegen.backends.cpu import _host
+from xlapy.codegen.backends.cpu import host_target
 from xlapy.codegen.backends.object_check import check_object, host_machine
 from xlapy.errors import VerifyError
 
-MACHINE = host_machine(_host()[0])
+MACHINE = host_machine(host_target()[0])
 pytestmark = pytest.mark.skipif(MACHINE is None, reason="object code of this host is not ELF")
 SECTION = struct.Struct("<IIQQQQIIQQ")
 REQUIRED = ("main", "main.signature")

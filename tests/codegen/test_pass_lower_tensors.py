@@ -344,12 +344,18 @@ func.func @main(%a: tensor<8xf32>, %b: tensor<8xf32>, %out: {out}) -> {out} {{
             "out of bounds",
         ),
         (
-            """%s = xla.allocate_shared : tensor<8xf32>
-  %x = tensor.extract %s[%th] : tensor<8xf32>
-  %w = tensor.insert %x into %out[%th] : tensor<8xf32>
-  return %w : tensor<8xf32>""",
+            """%true = arith.constant true
+  %r = scf.if %true -> (tensor<8xf32>) {
+    %s = xla.allocate_shared : tensor<8xf32>
+    %x = tensor.extract %s[%th] : tensor<8xf32>
+    %w = tensor.insert %x into %out[%th] : tensor<8xf32>
+    scf.yield %w : tensor<8xf32>
+  } else {
+    scf.yield %out : tensor<8xf32>
+  }
+  return %r : tensor<8xf32>""",
             UnimplementedError,
-            "xla.allocate_shared",
+            "xla.allocate_shared outside of the top level",
         ),
     ],
 )

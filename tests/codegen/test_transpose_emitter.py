@@ -1,25 +1,41 @@
 """The transpose emitter: fusions whose hero is a transpose that moves the minor dimension are written tile by
-tile (one tile of the output per block). Results are compared with the reference interpreter bit for bit (each op
-here rounds once, in both), and the tiles' indexing maps are checked to cover every output element once."""
+tile (one tile of the output per block), staged through the block's shared tile. Results are compared with the
+reference interpreter bit for bit (each op here rounds once, in both), the tiles' indexing maps are checked to move
+every element once, and every program of ``data/transpose`` (one fusion each, as XLA keeps
+``emitters/tests/transpose/*.hlo``) has its emitted MLIR checked by FileCheck and is run against the interpreter
+in every element type its ``// TYPES:`` line names."""
 
 from __future__ import annotations
 
 import itertools
-import math
+import re
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import xlapy
 from tests.codegen.emitter_cases import exact_values, kernel_thunks
+from tests.codegen.filecheck import filecheck
 from tools.compare import assert_same
 from xlapy.codegen.dialect import LoopOp
-from xlapy.codegen.emitters.transpose import TILE, emit_transpose_fusion, tile_sizes, transpose_hero
+from xlapy.codegen.emitters import transpose as transpose_emitter
+from xlapy.codegen.emitters.transpose import (
+    TILE,
+    emit_transpose_fusion,
+    shared_tile_sizes,
+    tile_sizes,
+    transpose_hero,
+    uses_shared_tile,
+)
 from xlapy.codegen.launch import Device
+from xlapy.codegen.mlir_text import print_mlir
 from xlapy.codegen.pipeline import emitter_name
 from xlapy.errors import VerifyError
 from xlapy.hlo.ir import HloInstruction
-from xlapy.shapes import parse_shape
+from xlapy.runtime.kernel_cache import clear_memory_cache
+from xlapy.shapes import ELEMENT_TYPES, parse_shape
 
 
 def _fusion(module: xlapy.HloModule) -> HloInstruction:
@@ -71,19 +87,34 @@ def test_element_types(element_type: str) -> None:
     _check_transpose_emitter(_transpose_module(shape, (1, 0)), exact_values(shape, 2))
 
 
-@pytest.mark.parametrize(("shape", "permutation"), [("f32[5,24,40]", (0, 2, 1)), ("f32[20,3,40]", (2, 1, 0))])
-def test_every_output_element_is_written_by_one_iteration(shape: str, permutation: tuple[int, ...]) -> None:
+@pytest.mark.parametrize(("shape", "permutation"), [
+    ("f32[5,24,40]", (0, 2, 1)), ("f32[20,3,40]", (2, 1, 0)), ("s8[70,90]", (1, 0)), ("f32[33,1,17]", (2, 1, 0)),
+])
+def test_the_two_loops_move_every_element_once_through_the_tile(shape: str, permutation: tuple[int, ...]) -> None:
+    """Evaluating the maps of the shared-tile form: in each block, the first loop stores every element of the
+    operand's tile once into the shared tile, and the second loop writes every output element once, read from the
+    slot of the shared tile that holds the operand element the transpose puts there."""
     fusion = _fusion(_transpose_module(shape, permutation))
-    module_op, launch = emit_transpose_fusion(fusion, Device.host())
+    module_op, launch = emit_transpose_fusion(fusion, Device.host(), shared_tile=True)
     main = next(op for op in module_op.ops if op.sym_name.data == "main")
-    (loop,) = [op for op in main.walk() if isinstance(op, LoopOp)]
-    indexing_map = loop.indexing_map_attr.indexing_map
+    read, write = [op.indexing_map_attr.indexing_map for op in main.walk() if isinstance(op, LoopOp)]
+    rank = len(permutation)
+    written = []
+    for bl in range(launch.blocks):
+        tile: dict[tuple[int, ...], tuple[int, ...]] = {}
+        for th, s in itertools.product(range(launch.threads_per_block), range(64)):
+            if s <= read.range_vars[0].bounds.upper and read.contains([th, bl], [s]):
+                *operand_index, row, column = read.evaluate([th, bl], [s])
+                assert (row, column) not in tile
+                tile[(row, column)] = tuple(operand_index)
+            if s <= write.range_vars[0].bounds.upper and write.contains([th, bl], [s]):
+                *output_index, row, column = write.evaluate([th, bl], [s])
+                written.append((tuple(output_index), (row, column), bl))
+        for output_index, slot, block in written:
+            if block == bl:
+                assert tile[slot] == tuple(output_index[permutation.index(k)] for k in range(rank))
     dims = fusion.shape.dimensions
-    written = [tuple(indexing_map.evaluate([th, bl], [s]))
-               for th in range(launch.threads_per_block) for bl in range(launch.blocks)
-               for s in range(launch.vector_size) if indexing_map.contains([th, bl], [s])]
-    assert sorted(written) == list(itertools.product(*(range(d) for d in dims)))
-    assert launch.blocks * launch.elements_per_block >= math.prod(dims)
+    assert sorted(w[0] for w in written) == list(itertools.product(*(range(d) for d in dims)))
 
 
 # A prologue on the transposed operand (convert, exp-free arithmetic), an epilogue with an operand read at the
@@ -172,3 +203,99 @@ def test_fusions_the_loop_emitter_writes(fused: str) -> None:
         emit_transpose_fusion(fusion, Device.host())
     args = (exact_values(shape, 8),)
     assert_same(xlapy.compile(module, run_hlo_passes=False)(*args), xlapy.evaluate(module, *args), exact_bits=True)
+
+
+def test_shared_tiles() -> None:
+    # 32x32 elements of 4 bytes or more; a cache line of the small types along both dimensions.
+    hero = _fusion(_transpose_module("f32[64,256,256]", (2, 1, 0))).fused_computation.root
+    assert shared_tile_sizes(hero) == [TILE, 1, TILE]
+    hero = _fusion(_transpose_module("s8[64,256,256]", (0, 2, 1))).fused_computation.root
+    assert shared_tile_sizes(hero) == [1, 64, 64]
+    hero = _fusion(_transpose_module("f64[20,256]", (1, 0))).fused_computation.root
+    assert shared_tile_sizes(hero) == [TILE, 20]
+
+
+@pytest.mark.parametrize(("shape", "permutation", "shared"), [
+    ("f32[40,1030]", (1, 0), True),         # rows of 4120 bytes: staged through the shared tile
+    ("f32[30,2,1024]", (2, 1, 0), True),    # planes of 8 KiB
+    ("f32[3,64,96]", (0, 2, 1), False),     # rows of 384 bytes: read across in the first-level cache
+])
+def test_the_form_follows_the_distance_between_the_rows_read(shape: str, permutation: tuple[int, ...],
+                                                            shared: bool) -> None:
+    module = _transpose_module(shape, permutation)
+    assert uses_shared_tile(_fusion(module)) == shared
+    _check_transpose_emitter(module, exact_values(shape, 9))
+
+
+def test_a_102_transpose_uses_the_direct_form() -> None:
+    # Its rows stay whole: the direct form reads and writes them contiguously.
+    assert not uses_shared_tile(_fusion(_transpose_module("f32[40,50,2]", (1, 0, 2))))
+
+
+# --- the programs of data/transpose ---
+
+PROGRAMS = Path(__file__).parent / "data" / "transpose"
+# Every element type the interpreter computes with.
+ELEMENT_TYPE_NAMES = [t for t in ELEMENT_TYPES if t not in ("token", "tuple", "opaque")]
+
+
+def _element_types(text: str) -> list[str]:
+    """The element types a program runs in: its ``// TYPES:`` line (``all``: every type), else its own."""
+    match = re.search(r"^// TYPES: (.*)$", text, re.MULTILINE)
+    if match is None:
+        return [""]
+    names = match.group(1).split()
+    return ELEMENT_TYPE_NAMES if names == ["all"] else names
+
+
+def _in_type(text: str, element_type: str) -> str:
+    """The program with its f32 (or s8) arrays in ``element_type`` ("": unchanged)."""
+    if not element_type:
+        return text
+    return re.sub(r"\b(f32|s8)\[", f"{element_type}[", text)
+
+
+def _program_cases() -> list:
+    cases = []
+    for path in sorted(PROGRAMS.glob("*.hlo")):
+        for element_type in _element_types(path.read_text()):
+            cases.append(pytest.param(path, element_type, id=f"{path.stem}-{element_type or 'own'}"))
+    return cases
+
+
+def test_the_folder_has_programs_of_each_pattern() -> None:
+    names = {p.stem for p in PROGRAMS.glob("*.hlo")}
+    assert {"transpose_10", "transpose_021", "transpose_102", "transpose_210", "epilogue", "side_outputs",
+            "packed_s8", "layouts"} <= names
+
+
+@pytest.fixture
+def shared_tile_everywhere(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """The shared-tile form for every transpose that moves the minor dimension, whatever the distance between the
+    rows it reads (the programs are small), with kernels compiled afresh under it and forgotten afterwards (the
+    kernel cache's key does not cover the patched threshold)."""
+    monkeypatch.setattr(transpose_emitter, "SHARED_TILE_MIN_ROW_BYTES", 0)
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path / "kernel_cache"))
+    clear_memory_cache()
+    yield
+    clear_memory_cache()
+
+
+@pytest.mark.usefixtures("shared_tile_everywhere")
+@pytest.mark.parametrize("path", sorted(PROGRAMS.glob("*.hlo")), ids=lambda p: p.stem)
+def test_program_emitted_mlir(path: Path, tmp_path: Path) -> None:
+    text = path.read_text()
+    fusion = _fusion(xlapy.parse_hlo(text))
+    module_op, _ = emit_transpose_fusion(fusion, Device.host())
+    checks = "\n".join(line[3:] for line in text.splitlines() if line.startswith("// CHECK"))
+    filecheck(print_mlir(module_op), checks, tmp_path)
+
+
+@pytest.mark.usefixtures("shared_tile_everywhere")
+@pytest.mark.parametrize(("path", "element_type"), _program_cases())
+def test_program_against_the_interpreter(path: Path, element_type: str) -> None:
+    module = xlapy.parse_hlo(_in_type(path.read_text(), element_type))
+    fusion = _fusion(module)
+    assert uses_shared_tile(fusion) == ("102" not in path.stem)
+    args = [exact_values(str(p.shape), 10 + i) for i, p in enumerate(fusion.operands)]
+    _check_transpose_emitter(module, *args)

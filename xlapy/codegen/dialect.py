@@ -490,7 +490,9 @@ class AllocateSharedOp(IRDLOperation):
 @irdl_op_definition
 class SyncThreadsOp(IRDLOperation):
     """``%s = xla.sync_threads %a : tensor<...>``: a barrier for the threads
-    of a block; the results are the operands after every thread's writes."""
+    of a block; the results are the operands after every thread's writes. After ``lower-tensors`` the bare
+    ``xla.sync_threads`` (no operands, no results) marks where the CPU backend splits the block's threads into
+    phases."""
 
     name = "xla.sync_threads"
 
@@ -506,6 +508,9 @@ class SyncThreadsOp(IRDLOperation):
             raise VerifyException(f"{self.name}: result types {result_types} differ from operand types {operand_types}")
 
     def print(self, printer: Printer) -> None:
+        if not self.tensors:  # the bare barrier left by lower-tensors
+            printer.print_op_attributes(self.attributes)
+            return
         printer.print_string(" ")
         printer.print_list(self.tensors, printer.print_ssa_value)
         printer.print_op_attributes(self.attributes)
@@ -514,13 +519,19 @@ class SyncThreadsOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> SyncThreadsOp:
-        unresolved = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_unresolved_operand)
+        unresolved = []
+        if (first := parser.parse_optional_unresolved_operand()) is not None:
+            unresolved = [first]
+            while parser.parse_optional_punctuation(",") is not None:
+                unresolved.append(parser.parse_unresolved_operand())
         attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        pos = parser.pos
-        types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
-        if len(types) != len(unresolved):
-            parser.raise_error(f"{len(unresolved)} operands but {len(types)} types", pos, parser.pos)
+        types: list[Attribute] = []
+        if unresolved:
+            parser.parse_punctuation(":")
+            pos = parser.pos
+            types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+            if len(types) != len(unresolved):
+                parser.raise_error(f"{len(unresolved)} operands but {len(types)} types", pos, parser.pos)
         op = cls([parser.resolve_operand(u, t) for u, t in zip(unresolved, types)])
         op.attributes |= attributes
         return op

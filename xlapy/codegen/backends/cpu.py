@@ -7,6 +7,20 @@ becomes `void @main(ptr %buffers, i64 %block_begin, i64 %block_end)`. `%buffers`
 `gpu.thread_id x` is `th` (`threads` is the upper bound + 1 of the `xla.range` of `gpu.thread_id`). The runtime
 calls it from a thread pool with disjoint block ranges; ctypes releases the GIL during the call.
 
+A block's shared tile and barriers (`xla.allocate_shared`, `xla.sync_threads`; `lower-tensors` turns the tile into
+an `llvm.alloca` and leaves the bare barrier) map onto this loop nest: the tile is one stack array per CPU thread
+running the kernel (hoisted to the kernel's entry, reused by each of its blocks), and each barrier splits the thread
+loop into phases, every thread running the code before the barrier before any runs the code after it. Before the
+backend (after `lower-tensors`) and after it, in the loop structure of the LLVM IR:
+
+    %shmem = llvm.alloca %c1024 x f32 {alignment = 64 : i64}     %shmem = alloca float, i64 1024, align 64
+    <A: stores to %shmem>                                         for bl in [block_begin, block_end):
+    xla.sync_threads                                                for th in [0, threads): A
+    <B: loads from %shmem>                                          for th in [0, threads): B
+
+Index values of A that B uses are computed again in B's loop (with B's `th`); any other value must go through the
+tile, as on a GPU (`_Phase`).
+
 `@main` only loads the pointers and calls the internal, non-inlined `@main.kernel(ptr noalias ..., i64, i64)`: the
 loops live there, where LLVM sees `noalias` (+ `dereferenceable`) arguments — the runtime never passes
 overlapping buffers (duplicates were merged by `lower-tensors`).
@@ -222,7 +236,7 @@ def _mangle(t: ir.Type) -> str:
 
 
 @functools.cache
-def _host() -> tuple[str, str, str]:
+def host_target() -> tuple[str, str, str]:
     """(triple, cpu name, feature string) of this machine."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
@@ -243,18 +257,19 @@ def _load_compiler_runtime() -> None:
 
 def _target_machine() -> llvm.TargetMachine:
     """A fresh host target machine (an MCJIT engine takes ownership of the one it is given)."""
-    triple, cpu, features = _host()
+    triple, cpu, features = host_target()
     target = llvm.Target.from_triple(triple)
     return target.create_target_machine(cpu=cpu, features=features, opt=3, codemodel="jitdefault", jit=True)
 
 
 def _host_has_bf16_conversion() -> bool:
-    features = _host()[2].split(",")
+    features = host_target()[2].split(",")
     return "+avx512bf16" in features or "+avxneconvert" in features
 
 
-def _vector_bits() -> int:
-    features = _host()[2].split(",")
+def vector_bits() -> int:
+    """The width of this machine's widest SIMD registers, in bits."""
+    features = host_target()[2].split(",")
     return 512 if "+avx512f" in features else 256 if "+avx" in features else 128
 
 
@@ -271,7 +286,7 @@ def _thread_loop_width(function: func.FuncOp) -> int:
             if isinstance(element, (IntegerType, Float64Type)):
                 width = element.width.data if isinstance(element, IntegerType) else 64
                 widest = max(widest, width)
-    return max(4, 2 * _vector_bits() // widest)
+    return max(4, 2 * vector_bits() // widest)
 
 
 def _is_vectorized(function: func.FuncOp) -> bool:
@@ -910,7 +925,7 @@ def _unrealized_cast(t: _Translator, op: Operation) -> None:
 def _c_type(t: ir.Type) -> ir.Type:
     """How the C ABI passes an LLVM value: on x86-64 a float complex ({float, float}) is packed in one SSE
     register, `<2 x float>`; everything else (double complex: two registers) as it is."""
-    if isinstance(t, ir.LiteralStructType) and list(t.elements) == [F32, F32] and _host()[0].startswith("x86_64"):
+    if isinstance(t, ir.LiteralStructType) and list(t.elements) == [F32, F32] and host_target()[0].startswith("x86_64"):
         return ir.VectorType(F32, 2)
     return t
 
@@ -1164,7 +1179,7 @@ def _signature_symbol(entry: str) -> str:
     return f"{entry}.signature"
 
 
-def _embed_signature(module: ir.Module, entry: str, signature: KernelSignature) -> None:
+def embed_signature(module: ir.Module, entry: str, signature: KernelSignature) -> None:
     """The signature as a constant in the object code, `[buffers, threads, blocks, size...] x i64`, so that
     object code alone (e.g. from a kernel cache) is enough to run the kernel."""
     values = [len(signature.buffer_sizes), signature.threads, signature.blocks, *signature.buffer_sizes]
@@ -1175,7 +1190,7 @@ def _embed_signature(module: ir.Module, entry: str, signature: KernelSignature) 
 
 
 def _read_signature(engine: llvm.ExecutionEngine, entry: str, size: int | None = None) -> KernelSignature:
-    """The signature embedded by `_embed_signature`; `size` is its byte size when the object code says it (code
+    """The signature embedded by `embed_signature`; `size` is its byte size when the object code says it (code
     loaded from a file), so that a bad count cannot make this read past it."""
     address = engine.get_global_value_address(_signature_symbol(entry))
     if not address:
@@ -1292,36 +1307,131 @@ def _kernel_function(module: ir.Module, function: func.FuncOp, sizes: list[int])
     return kernel
 
 
+# Ops whose values the CPU backend computes again in a later phase of the block's threads when that phase uses
+# them (see `_emit_loops`): they read no memory and only depend on their operands and the thread and block ids.
+def _recomputable(op: Operation) -> bool:
+    if op.regions or op.name in ("llvm.load", "llvm.store", "llvm.alloca", "func.call", "xla.sync_threads"):
+        return False
+    return op.name in _OPS or op.name.startswith("math.")
+
+
+def _phases(function: func.FuncOp) -> list[list[Operation]]:
+    """The entry function's top-level ops split at each `xla.sync_threads` (the barrier itself in no phase)."""
+    phases: list[list[Operation]] = [[]]
+    for op in function.body.block.ops:
+        if op.name == "xla.sync_threads":
+            phases.append([])
+        else:
+            phases[-1].append(op)
+    for op in function.walk():
+        if op.name == "xla.sync_threads" and op.parent_op() is not function:
+            raise UnimplementedError("cpu backend: xla.sync_threads inside a loop or a branch (only at the top "
+                                     "level of the entry function)")
+    return phases
+
+
+class _Phase:
+    """The translation of one phase of the block's threads: values of the earlier phases that it uses are
+    computed again (`_recomputable`) in its own thread loop, where they dominate their uses. A value that is not
+    recomputable cannot live across a barrier: as on the GPU, it must go through the shared tile."""
+
+    def __init__(self, t: _Translator, function: func.FuncOp, kept: dict[SSAValue, ir.Value]):
+        self.t = t
+        self.top = function.body.block
+        t.values = dict(kept)
+
+    def translate(self, ops: Sequence[Operation]) -> None:
+        for op in ops:
+            for inner in op.walk():
+                for operand in inner.operands:
+                    self.recompute(operand)
+            lowering = _OPS.get(op.name) or (_math_library_op if op.name.startswith("math.") else None)
+            if lowering is None:
+                raise UnimplementedError(f"cpu backend: {op.name}")
+            lowering(self.t, op)
+
+    def recompute(self, value: SSAValue) -> None:
+        owner = value.owner
+        if value in self.t.values or not isinstance(owner, Operation) or owner.parent_block() is not self.top:
+            return
+        if not _recomputable(owner):
+            raise VerifyError(f"cpu backend: the value of {owner.name} is used after an xla.sync_threads (values "
+                              "live across the barrier go through the shared tile)")
+        for operand in owner.operands:
+            self.recompute(operand)
+        lowering = _OPS.get(owner.name) or _math_library_op
+        lowering(self.t, owner)
+
+
+def _hoist_allocas(t: _Translator, function: func.FuncOp) -> None:
+    """The shared tiles (`llvm.alloca` at the entry's top level) go to the kernel's entry block: one per CPU thread
+    running the kernel, reused by each of its blocks."""
+    for op in function.body.block.ops:
+        if op.name == "llvm.alloca":
+            count = op.size.owner
+            if not isinstance(count, arith.ConstantOp):
+                raise VerifyError("cpu backend: a shared tile of a size that is not a constant")
+            size = _constant(I64, count.value.value.data)
+            alloca = t.b.alloca(llvm_type(op.elem_type), size=size, name=op.res.name_hint or "")
+            alloca.align = op.alignment.value.data if op.alignment is not None else None
+            alloca.type = PTR  # an opaque pointer, like the buffers' (llvmlite types it `elem*`)
+            t.values[op.res] = alloca
+
+
+_lowers("llvm.alloca")(lambda t, op: None)  # hoisted by `_hoist_allocas`
+_lowers("xla.sync_threads")(lambda t, op: None)  # the phases of `_emit_loops`
+
+
 def _emit_loops(t: _Translator, function: func.FuncOp, threads: int) -> None:
-    """bl over [block_begin, block_end), th over [0, threads); the entry function's body runs inside."""
+    """bl over [block_begin, block_end), th over [0, threads); the entry function's body runs inside.
+
+    The GPU model on the CPU: a block's threads run one after another. Each `xla.sync_threads` (a barrier of the
+    block's threads) splits the thread loop in two: every thread runs the code before the barrier, then every
+    thread the code after it, in a loop of its own (`_phases`); the shared tile (`xla.allocate_shared`) is one
+    scratch array per CPU thread (`_hoist_allocas`). Without a barrier the body runs in one thread loop. For a
+    body `A; xla.sync_threads; B`:
+
+        for bl in [block_begin, block_end):
+          for th in [0, threads): A
+          for th in [0, threads): B
+    """
     kernel, b = t.function, t.b
     begin, end = kernel.args[-2:]
+    for arg, value in zip(function.body.block.args, kernel.args):
+        t.values[arg] = value
+    _hoist_allocas(t, function)
+    kept = dict(t.values)
     entry = b.block
     block_header = kernel.append_basic_block("block.header")
-    thread_header = kernel.append_basic_block("thread.header")
     exit_block = kernel.append_basic_block("exit")
     b.branch(block_header)
     b.position_at_end(block_header)
     bl = b.phi(I64, name="bl")
     bl.add_incoming(begin, entry)
-    b.cbranch(b.icmp_signed("<", bl, end), thread_header, exit_block)
-    b.position_at_end(thread_header)
-    th = b.phi(I64, name="th")
-    th.add_incoming(_constant(I64, 0), block_header)
-    t.ids["gpu.thread_id"], t.ids["gpu.block_id"] = th, bl
-    for arg, value in zip(function.body.block.args, kernel.args):
-        t.values[arg] = value
-    t.block(function.body.block)
-    next_th = b.add(th, _constant(I64, 1), name="th.next")
-    th.add_incoming(next_th, b.block)
-    block_latch = kernel.append_basic_block("block.latch")
-    latch = b.cbranch(b.icmp_signed("<", next_th, _constant(I64, threads)), thread_header, block_latch)
+    phases = _phases(function)
+    first_thread_header = kernel.append_basic_block("thread.header")
+    b.cbranch(b.icmp_signed("<", bl, end), first_thread_header, exit_block)
     # A vectorized body is already SIMD code, and a loop of fewer iterations than lanes has nothing to widen.
     width = _thread_loop_width(function)
-    if t.scalar_lanes and threads >= width and _always_vectorizable(function):
-        latch.set_metadata("llvm.loop", _loop_metadata(t.module, width))
-    b.position_at_end(block_latch)
-    bl.add_incoming(b.add(bl, _constant(I64, 1), name="bl.next"), block_latch)
+    hint = t.scalar_lanes and threads >= width and _always_vectorizable(function)
+    thread_header, before = first_thread_header, block_header
+    for number, ops in enumerate(phases):
+        b.position_at_end(thread_header)
+        th = b.phi(I64, name="th")
+        th.add_incoming(_constant(I64, 0), before)
+        t.ids["gpu.thread_id"], t.ids["gpu.block_id"] = th, bl
+        _Phase(t, function, kept).translate(ops)
+        next_th = b.add(th, _constant(I64, 1), name="th.next")
+        th.add_incoming(next_th, b.block)
+        last = number + 1 == len(phases)
+        after = kernel.append_basic_block("block.latch" if last else "thread.header")
+        before = b.block
+        latch = b.cbranch(b.icmp_signed("<", next_th, _constant(I64, threads)), thread_header, after)
+        if hint:
+            latch.set_metadata("llvm.loop", _loop_metadata(t.module, width))
+        thread_header = after
+    b.position_at_end(thread_header)
+    bl.add_incoming(b.add(bl, _constant(I64, 1), name="bl.next"), thread_header)
     b.branch(block_header)
     b.position_at_end(exit_block)
     b.ret_void()
@@ -1356,7 +1466,7 @@ def _define_entry(module: ir.Module, function: func.FuncOp, native_bf16: bool) -
     _emit_loops(translator, function, threads)
     _emit_wrapper(module, function.sym_name.data, kernel, len(types))
     signature = KernelSignature(tuple(sizes), threads, blocks)
-    _embed_signature(module, function.sym_name.data, signature)
+    embed_signature(module, function.sym_name.data, signature)
     return signature
 
 
@@ -1368,7 +1478,7 @@ def translate_module(
     `native_bf16`: round f32 → bf16 with the host's instruction (AVX512-BF16 `vcvtneps2bf16`) when it has one.
     Faster, but that instruction flushes denormal inputs to zero (XLA:CPU runs with denormals flushed anyway);
     by default the rounding is an exact integer sequence."""
-    triple = _host()[0]
+    triple = host_target()[0]
     result = ir.Module(name="xlapy")
     result.triple = triple
     native_bf16 = native_bf16 and _host_has_bf16_conversion()
@@ -1476,9 +1586,10 @@ class CpuKernel:
     def from_object(cls, data: bytes, entry: str = "main") -> CpuKernel:
         """A kernel from the bytes of `object_code` (e.g. read from a kernel cache); they include the signature.
         The bytes are checked first (`check_object`): LLVM's linker would crash the process on a malformed file."""
-        machine = host_machine(_host()[0])
+        triple = host_target()[0]
+        machine = host_machine(triple)
         if machine is None:
-            raise UnimplementedError(f"cpu backend: object code for {_host()[0]} cannot be checked before loading")
+            raise UnimplementedError(f"cpu backend: object code for {triple} cannot be checked before loading")
         symbols = check_object(data, machine, (entry, _signature_symbol(entry)),
                                lambda name: bool(llvm.address_of_symbol(name)))
         with _LLVM_LOCK:

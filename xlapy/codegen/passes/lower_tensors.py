@@ -17,6 +17,9 @@ or `vector.transfer_write` — is a new *version* of exactly one function argume
 - lowers `vector.transfer_read`/`vector.transfer_write` (in-bounds, unmasked, 1-D) to a vector load/store
   at the element address;
 - lowers `xla.pure_call` whose operands include tensors to `func.call` with the root pointers;
+- lowers `xla.allocate_shared` (the block's shared tile, GPU shared memory) to an `llvm.alloca` of the tile's
+  elements in the entry function, and `xla.sync_threads` to the same op without operands or results: an ordering
+  point between the phases of the block's threads (see "Shared memory on the CPU" below);
 - drops every tensor SSA value: tensor iter_args/results of `scf.for`/`scf.if`, tensor operands of
   `scf.yield`/`func.return`; tensor results of functions disappear (the entry function returns nothing).
 
@@ -35,6 +38,29 @@ function's tensor arguments carry the discardable argument attribute `xla.slice_
 same slice index are merged into one pointer argument — the first such argument wins, later ones are removed
 from the signature, so the runtime passes each slice once, in the order of the remaining arguments. A merged
 argument the entry stores to (an output written over an operand) is read without `invariant`.
+
+Shared memory on the CPU (XLA's lower_tensors.cc turns `xla_gpu.allocate_shared` into a global of the GPU's
+shared address space): a block's threads run one after another on one CPU thread, so the block's shared tile is a
+scratch array on that thread's stack, `llvm.alloca` of the tile's element count, reused by every block the CPU
+thread runs (the CPU backend hoists it to the kernel's entry). `xla.sync_threads` keeps no tensors: its results
+are versions of its operands' buffers, and what remains is the barrier itself, at the top level of the entry
+function, where the CPU backend splits the loop over the block's threads into phases (every thread runs the code
+before it, then every thread the code after it). Before and after, for a 32x33 f32 tile written by one loop and
+read by the next:
+
+    %shmem = xla.allocate_shared : tensor<1056xf32>
+    %written = scf.for ... iter_args(%t = %shmem) -> (tensor<1056xf32>) { ... tensor.insert %v into %t[...] }
+    %synced = xla.sync_threads %written : tensor<1056xf32>
+    ... tensor.extract %synced[%i] : tensor<1056xf32>
+
+    %c1056 = arith.constant 1056 : i64
+    %shmem = llvm.alloca %c1056 x f32 {alignment = 64 : i64} : (i64) -> !llvm.ptr
+    scf.for ... { ... llvm.store %v, %p {alignment = 4 : i64} : f32, !llvm.ptr }
+    xla.sync_threads
+    ... llvm.load %q {alignment = 4 : i64} : !llvm.ptr -> f32
+
+Loads from the tile are never `invariant` (every block writes it again), and the tile is not passed to functions
+(`xla.pure_call`): a function may not assume that memory stays unchanged across the barrier.
 """
 
 from __future__ import annotations
@@ -62,6 +88,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
+from xlapy.codegen.dialect import AllocateSharedOp, SyncThreadsOp
 from xlapy.codegen.mlir_text import verify_op
 from xlapy.errors import UnimplementedError, VerifyError
 
@@ -70,6 +97,8 @@ INVARIANT_ATTR = "invariant"
 NOALIAS_ATTR = "llvm.noalias"
 DEREFERENCEABLE_ATTR = "llvm.dereferenceable"
 PURE_CALL = "xla.pure_call"
+# Shared tiles start on a cache line: a row of the tile is then one vector access at most two lines wide.
+SHARED_ALIGNMENT = 64
 
 
 def _is_tensor(value: SSAValue) -> bool:
@@ -123,6 +152,9 @@ class _FunctionState:
     roots: dict[SSAValue, SSAValue] = field(default_factory=dict)  # tensor value -> root pointer
     stored: set[SSAValue] = field(default_factory=set)  # roots written by the function
     loads: list[tuple[llvm.LoadOp, SSAValue]] = field(default_factory=list)
+    shared: set[SSAValue] = field(default_factory=set)  # roots that are a block's shared tile
+    function_block: Block | None = None  # the function's top-level block
+    is_entry: bool = False
     offsets: dict[SSAValue, SSAValue] = field(default_factory=dict)  # index value -> its i64 cast
 
     def root(self, value: SSAValue, user: Operation) -> SSAValue:
@@ -258,10 +290,33 @@ def _lower_transfer_write(state: _FunctionState, op: vector.TransferWriteOp) -> 
         state.roots[op.result] = root
 
 
+def _lower_allocate_shared(state: _FunctionState, op: AllocateSharedOp) -> None:
+    if not state.is_entry or op.parent_block() is not state.function_block:
+        raise UnimplementedError(f"lower-tensors: {op.name} outside of the top level of the entry function")
+    tensor_type = op.result.type
+    count = arith.ConstantOp(IntegerAttr(_byte_size(tensor_type) // _byte_width(tensor_type.element_type), i64))
+    alloca = llvm.AllocaOp(count, _memory_type(tensor_type.element_type), alignment=SHARED_ALIGNMENT)
+    if op.result.name_hint is not None:
+        alloca.res.name_hint = op.result.name_hint
+    op.parent_block().insert_ops_before([count, alloca], op)
+    state.roots[op.result] = alloca.res
+    state.shared.add(alloca.res)
+    state.stored.add(alloca.res)  # its loads are never invariant
+
+
+def _lower_sync_threads(state: _FunctionState, op: SyncThreadsOp) -> None:
+    if op.parent_block() is not state.function_block:
+        raise UnimplementedError(f"lower-tensors: {op.name} outside of the top level of the function")
+    for operand, result in zip(op.tensors, op.synced):
+        state.roots[result] = state.root(operand, op)
+
+
 def _lower_pure_call(state: _FunctionState, op: Operation) -> None:
     if any(_is_tensor(r) for r in op.results):
         raise UnimplementedError(f"lower-tensors: {op.name} returning a tensor")
     operands = [state.root(v, op) if _is_tensor(v) else v for v in op.operands]
+    if any(v in state.shared for v in operands):
+        raise UnimplementedError(f"lower-tensors: {op.name} passed a shared tile (pass the elements it reads)")
     callee = op.properties.get("callee", op.attributes.get("callee"))
     call = func.CallOp(callee, operands, [r.type for r in op.results])
     op.parent_block().insert_op_before(call, op)
@@ -315,6 +370,8 @@ _LOWERINGS: dict[type[Operation] | str, Lowering] = {
     vector.TransferReadOp: _lower_transfer_read,
     vector.TransferWriteOp: _lower_transfer_write,
     PURE_CALL: _lower_pure_call,
+    AllocateSharedOp: _lower_allocate_shared,
+    SyncThreadsOp: _lower_sync_threads,
     scf.ForOp: _lower_for,
     scf.IfOp: _lower_if,
     scf.YieldOp: _pass_through,
@@ -389,6 +446,14 @@ def _strip_terminator(op: Operation) -> None:
     op.erase()
 
 
+def _strip_sync_threads(op: Operation) -> None:
+    """The barrier stays, without the tensors it ordered."""
+    if op.operands or op.results:
+        op.parent_block().insert_op_before(SyncThreadsOp([]), op)
+        op.detach()
+        op.erase()
+
+
 def _erase_tensor_producer(op: Operation) -> None:
     """tensor.insert, vector.transfer_write: their stores are emitted, their tensor results are unused by now."""
     if any(_is_tensor(r) for r in op.results):
@@ -401,6 +466,7 @@ _STRIP: dict[type[Operation], Callable[[Operation], None]] = {
     scf.IfOp: _strip_if,
     scf.YieldOp: _strip_terminator,
     func.ReturnOp: _strip_terminator,
+    SyncThreadsOp: _strip_sync_threads,
 }
 
 
@@ -467,7 +533,7 @@ def _lower_function(function: func.FuncOp, is_entry: bool, invariant_loads: bool
             raise UnimplementedError(f"lower-tensors: declaration @{function.sym_name.data} takes tensors")
         return False
     block = function.body.block
-    state = _FunctionState()
+    state = _FunctionState(function_block=block, is_entry=is_entry)
     tensor_args, new_attrs, merged = _pointer_arguments(function, state, is_entry)
 
     _lower_block(state, block)
