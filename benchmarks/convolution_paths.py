@@ -1,8 +1,10 @@
-"""The two ways xlapy runs a convolution, timed against each other over a grid of shapes: the library thunk
-(``xlapy/runtime/thunks/convolution.py``: BLAS GEMMs over window positions, depthwise products) and generated
-code (the elemental rule of ``xlapy/codegen/elemental_convolution.py``, a kernel of one instruction). From these
-figures comes the rule ``generated_code_is_faster`` with which the thunk emitter chooses between them
-(docs/runtime.md, "Convolution: library or generated code").
+"""The ways xlapy runs a convolution, timed against each other over a grid of shapes: the library thunk
+(``xlapy/runtime/thunks/convolution.py``: its native direct kernel, ``xlapy/codegen/backends/cpu_convolution.py``,
+or BLAS GEMMs over window positions, depthwise products) and generated code (the elemental rule of
+``xlapy/codegen/elemental_convolution.py``, a kernel of one instruction). From these figures come the rule
+``generated_code_is_faster`` with which the thunk emitter chooses between library and generated code, and the
+library's choice of its direct kernel over its GEMMs (``DIRECT_MIN_OUT_FEATURES``; docs/runtime.md, "Convolution:
+library or generated code").
 
 Each shape is one 2-D convolution in XLA:CPU's canonical form (``b01f_01io->b01f``: NHWC input, HWIO kernel),
 compiled once inside a kLoop fusion (its kernel is the generated path); the library path runs the same module,
@@ -14,8 +16,9 @@ checked against each other.
 Printed per shape: batch, spatial size, input and output features, window, feature groups, stride, element type,
 the multiply-adds per output element (``window positions x input features per group``), both times, the ratio
 library / generated (above 1: generated code is faster), which path the rule picks, and whether that is the
-faster one. The last line counts the shapes on which the rule picks the faster path, and the worst slowdown a
-wrong pick costs.
+faster one; where the library takes its direct kernel, the time of its GEMMs on the same shape and the ratio
+GEMMs / direct (timed against each other the same way). The last lines count the shapes on which the rule picks
+the faster path, the worst slowdown a wrong pick costs, and the range of GEMMs / direct.
 
     python -m benchmarks.convolution_paths               # the whole grid
     python -m benchmarks.convolution_paths --quick       # a few shapes
@@ -84,11 +87,11 @@ class ConvolutionShape:
         return [rng.integers(-3, 4, p.shape.dimensions).astype(dtype) for p in module.entry.parameters]
 
 
-def both_paths(module: HloModule) -> tuple[Executable, Executable]:
+def both_paths(module: HloModule, direct: bool = True) -> tuple[Executable, Executable]:
     """The executable of ``module`` (one fusion of one convolution), whose kernel runs generated code, and the
-    same executable with the library thunk in its place."""
+    same executable with the library thunk in its place (GEMMs only unless ``direct``)."""
     generated = xlapy.compile(module, run_hlo_passes=False)
-    return generated, with_library_convolutions(generated)
+    return generated, with_library_convolutions(generated, direct)
 
 
 def grid(quick: bool) -> list[ConvolutionShape]:
@@ -96,7 +99,8 @@ def grid(quick: bool) -> list[ConvolutionShape]:
     depthwise and grouped convolutions, strides, and bf16, c64 and s32 next to f32."""
     if quick:
         return [ConvolutionShape(1, 8, 3, 8, 3), ConvolutionShape(8, 32, 32, 32, 3),
-                ConvolutionShape(8, 32, 32, 32, 3, groups=32), ConvolutionShape(1, 32, 4, 4, 3)]
+                ConvolutionShape(8, 32, 32, 32, 3, groups=32), ConvolutionShape(1, 32, 4, 4, 3),
+                ConvolutionShape(8, 64, 32, 32, 3)]
     shapes = [ConvolutionShape(batch, spatial, features, features, window)
               for batch, spatial, features, window in itertools.product((1, 8), (8, 32), (1, 4, 16, 64), (1, 3, 5))]
     shapes += [ConvolutionShape(batch, spatial, features, out, 3)
@@ -107,6 +111,7 @@ def grid(quick: bool) -> list[ConvolutionShape]:
     shapes += [ConvolutionShape(batch, 32, 64, 64, 3, groups=groups) for batch in (1, 8) for groups in (4, 16)]
     shapes += [ConvolutionShape(batch, 32, features, features, 3, stride=2)
                for batch in (1, 8) for features in (4, 32)]
+    shapes += [ConvolutionShape(8, 64, features, out, 3) for features, out in ((32, 32), (3, 8), (67, 33))]
     shapes += [ConvolutionShape(batch, spatial, features, features, 3, dtype=dtype)
                for batch, spatial, features, dtype in itertools.product((1, 8), (8, 32), (4, 32),
                                                                        ("bf16", "c64", "s32"))]
@@ -114,8 +119,8 @@ def grid(quick: bool) -> list[ConvolutionShape]:
 
 
 _COLUMNS = ("batch", "spatial", "in", "out", "window", "groups", "stride", "type", "MACs/elem", "library",
-            "generated", "lib/gen", "rule", "right")
-_WIDTHS = (5, 7, 4, 4, 6, 6, 6, 5, 9, 9, 9, 7, 9, 5)
+            "generated", "lib/gen", "rule", "right", "GEMMs", "GEMM/dir")
+_WIDTHS = (5, 7, 4, 4, 6, 6, 6, 5, 9, 9, 9, 7, 9, 5, 9, 8)
 
 
 def _line(cells) -> str:
@@ -130,7 +135,7 @@ def main() -> None:
     # One line per shape as soon as it is timed (the whole grid takes minutes).
     print("convolution: library thunk vs generated code (best of each)")
     print(_line(_COLUMNS), flush=True)
-    right, worst = 0, 1.0
+    right, worst, gains = 0, 1.0, []
     shapes = grid(args.quick)
     for shape in shapes:
         module = shape.module()
@@ -141,15 +146,26 @@ def main() -> None:
                                                           lambda: library(*arguments), args.rounds)  # noqa: B023
         generated_best, library_best = min(generated_times), min(library_times)
         picks_generated = generated_code_is_faster(module.entry.root.fused_computation.root)
+        gemm_cells = ("", "")
+        if [t.plan.method for t in library.thunks if t.kind == "library"] == ["direct"]:
+            gemms = both_paths(module, direct=False)[1]
+            direct_times, gemm_times = time_alternately(lambda: library(*arguments),  # noqa: B023
+                                                        lambda: gemms(*arguments), args.rounds)  # noqa: B023
+            gains.append(min(gemm_times) / min(direct_times))
+            gemm_cells = (format_seconds(min(gemm_times)), f"{gains[-1]:.2f}")
         chosen, other = (generated_best, library_best) if picks_generated else (library_best, generated_best)
         right += chosen <= other
         worst = max(worst, chosen / other)
         print(_line((shape.batch, shape.spatial, shape.in_features, shape.out_features, shape.window, shape.groups,
                      shape.stride, shape.dtype, shape.multiply_adds_per_element, format_seconds(library_best),
                      format_seconds(generated_best), f"{library_best / generated_best:.2f}",
-                     "generated" if picks_generated else "library", "yes" if chosen <= other else "no")), flush=True)
+                     "generated" if picks_generated else "library", "yes" if chosen <= other else "no",
+                     *gemm_cells)), flush=True)
     print(f"the rule picks the faster path for {right} of {len(shapes)} shapes; a wrong pick is at most "
           f"{worst:.2f}x slower than the other path")
+    if gains:
+        print(f"the direct kernel against the GEMMs on the {len(gains)} shapes it takes: {min(gains):.2f}x to "
+              f"{max(gains):.2f}x (geometric mean {np.exp(np.mean(np.log(gains))):.2f}x)")
 
 
 if __name__ == "__main__":

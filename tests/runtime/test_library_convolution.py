@@ -1,6 +1,7 @@
 """The convolution library thunk against the interpreter (every dimension-label order, stride, padding,
 dilation, reversal and grouping, through each way the thunk finds a window position's rows) and against
-XLA:CPU through jax. The thunk emitter sends small and thin convolutions to generated code
+XLA:CPU through jax, with its GEMMs and with its direct kernel (``tests/runtime/test_convolution_direct.py`` has
+more of the latter). The thunk emitter sends small and thin convolutions to generated code
 (``tests/codegen/test_elemental_convolution.py``): these run the library thunk in their place."""
 
 from __future__ import annotations
@@ -58,9 +59,10 @@ ENTRY e {{ a = {lhs} parameter(0)  b = {rhs} parameter(1)
     return module
 
 
-def _compile(module, **options):
-    """``module`` compiled, its convolutions run by the library thunk."""
-    return with_library_convolutions(xlapy.compile(module, **options))
+def _compile(module, direct=False, **options):
+    """``module`` compiled, its convolutions run by the library thunk (with its direct kernel where it takes
+    them when ``direct``, else with GEMMs)."""
+    return with_library_convolutions(xlapy.compile(module, **options), direct=direct)
 
 
 def _arguments(module, rng, dtype=None):
@@ -68,23 +70,27 @@ def _arguments(module, rng, dtype=None):
             for p in module.entry.parameters]
 
 
+@pytest.mark.parametrize("direct", [False, True])
 @pytest.mark.parametrize("lhs, rhs, window, labels, groups", CONVOLUTIONS)
-def test_convolution_forms_match_the_interpreter(lhs, rhs, window, labels, groups):
+def test_convolution_forms_match_the_interpreter(lhs, rhs, window, labels, groups, direct):
     module = _module(lhs, rhs, window, labels, groups)
     a, b = _arguments(module, np.random.default_rng(0))
-    executable = _compile(module, run_hlo_passes=False)
+    executable = _compile(module, direct, run_hlo_passes=False)
     assert [t.kind for t in executable.thunks if t.name == "c"] == ["library"]
     # Small whole numbers: every summation order gives the exact sum.
     assert_same(executable(a, b), xlapy.evaluate(module, a, b), exact_bits=True)
 
 
-def test_the_forms_cover_every_plan():
+@pytest.mark.parametrize("direct", [False, True])
+def test_the_forms_cover_every_plan(direct):
     plans = set()
     for form in CONVOLUTIONS:
-        executable = _compile(_module(*form), run_hlo_passes=False)
-        plans |= {(t.plan.method, t.plan.depthwise, t.plan.im2col) for t in executable.thunks if t.name == "c"}
-    assert plans == {("shifted", False, False), ("shifted", True, False), ("gathered", False, False),
-                     ("gathered", True, False), ("gathered", False, True)}
+        executable = _compile(_module(*form), direct, run_hlo_passes=False)
+        plans |= {(t.plan.method, t.plan.depthwise) for t in executable.thunks if t.name == "c"}
+        plans |= {"im2col" for t in executable.thunks if t.name == "c" and t.plan.im2col}
+    gemms = {("shifted", False), ("shifted", True), ("gathered", False), ("gathered", True), "im2col"}
+    # Direct: what it does not take (input dilation, batch groups, depthwise, few output features) keeps GEMMs.
+    assert plans == (gemms | {("direct", False)} if direct else gemms)
 
 
 @pytest.mark.parametrize("element", ["f64", "c64", "f16", "bf16", "s32"])
@@ -96,11 +102,14 @@ def test_element_types(element, window):
     assert_same(_compile(module, run_hlo_passes=False)(a, b), xlapy.evaluate(module, a, b), exact_bits=True)
 
 
-def test_tiled_result_layout():
+@pytest.mark.parametrize("direct", [False, True])
+def test_tiled_result_layout(direct):
     module = _module("f32[2,5,3]{2,1,0}", "f32[3,3,4]{2,1,0}", "size=3 pad=1_1", "b0f_0io->b0f", "",
                      result="f32[2,5,4]{1,2,0:T(2,2)}")
     a, b = _arguments(module, np.random.default_rng(3))
-    assert_same(_compile(module, run_hlo_passes=False)(a, b), xlapy.evaluate(module, a, b), exact_bits=True)
+    executable = _compile(module, direct, run_hlo_passes=False)
+    assert [t.plan.method == "direct" for t in executable.thunks if t.name == "c"] == [direct]
+    assert_same(executable(a, b), xlapy.evaluate(module, a, b), exact_bits=True)
 
 
 def test_integer_convolution_wraps_around():
@@ -127,8 +136,9 @@ def test_convolution_matches_xla_cpu(dtype, ulps):
         assert_same(got, expected, ulps=ulps)
 
 
+@pytest.mark.parametrize("direct", [False, True])
 @pytest.mark.parametrize("groups", [1, 8])
-def test_same_padded_convolution_matches_xla_cpu(groups):
+def test_same_padded_convolution_matches_xla_cpu(groups, direct):
     # Stride 1, "SAME" padding: the shifted rows; 8 groups of one feature: the depthwise products.
     rng = np.random.default_rng(4)
     x = rng.standard_normal((2, 10, 12, 8)).astype(np.float32)
@@ -138,6 +148,8 @@ def test_same_padded_convolution_matches_xla_cpu(groups):
         return jax.lax.conv_general_dilated(lhs, rhs, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"),
                                             feature_group_count=groups)
 
-    got = _compile(from_jax(f, x, w))(x, w)
+    executable = _compile(from_jax(f, x, w), direct)
+    assert [t.plan.method == "direct" for t in executable.thunks if t.kind == "library"] == [direct and groups == 1]
     magnitudes = np.asarray(jax.jit(f)(np.abs(x), np.abs(w)))
-    assert_within_sum_of_magnitudes(got, np.asarray(jax.jit(f)(x, w)), magnitudes, epsilons=3 * 5 * 8 // groups)
+    assert_within_sum_of_magnitudes(executable(x, w), np.asarray(jax.jit(f)(x, w)), magnitudes,
+                                    epsilons=3 * 5 * 8 // groups)

@@ -1,7 +1,16 @@
-"""``convolution`` as a library call: a sum over the kernel's window positions of BLAS matrix products, where
-XLA:CPU's ``xla/backends/cpu/runtime/convolution_thunk.cc`` calls Eigen or XNNPACK.
+"""``convolution`` as a library call, where XLA:CPU's ``xla/backends/cpu/runtime/convolution_thunk.cc`` calls
+Eigen or XNNPACK: a native direct convolution, or a sum over the kernel's window positions of BLAS matrix
+products.
 
-The input is brought once to ``[group, batch, spatial..., feature]`` (features last, each feature group's
+``direct`` (f32 and f64 convolutions with feature groups only, no input dilation, at least
+``DIRECT_MIN_OUT_FEATURES`` output features per group): the register-blocked kernel of
+``xlapy/codegen/backends/cpu_convolution.py``, compiled once per convolution when the thunk is made and run over
+the result's lines on the thread pool. It reads the input where it is when the input's layout puts the features
+last (else from one transposed copy), handles padding, strides and window dilation itself (no padded copy), and
+writes the result in place when its layout puts the features last. Each output element is summed in a fixed order
+(window positions row-major, input features ascending), whatever the threads.
+
+Otherwise the input is brought once to ``[group, batch, spatial..., feature]`` (features last, each feature group's
 rows contiguous), dilated and padded with zeros only when the window asks for it. Every window position then
 adds ``rows(position) @ kernel[position]`` into the result with one GEMM (``scipy.linalg.blas``, accumulating
 in place with ``beta = 1``). The rows of a position are found one of two ways, chosen per convolution at
@@ -27,27 +36,38 @@ Small and thin convolutions, and integer ones, run as generated code instead (a 
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.linalg.blas
 from numpy.lib.stride_tricks import as_strided
 
+from xlapy.codegen.backends.cpu import CpuKernel
+from xlapy.codegen.backends.cpu_convolution import DirectConvolution
+from xlapy.codegen.launch import LaunchDimensions
 from xlapy.codegen.types import tensor_type
-from xlapy.errors import UnimplementedError
+from xlapy.errors import UnimplementedError, VerifyError
 from xlapy.hlo.attributes import WindowDimension
+from xlapy.runtime.kernel_cache import cached_kernel, host_cpu, source_hash, toolchain
+from xlapy.runtime.thread_pool import block_launcher, runs_serially, worker_count
 from xlapy.runtime.thunks.base import Thunk, dtype_of
 from xlapy.runtime.thunks.dot import compute_dtype
 from xlapy.runtime.thunks.kernel import lone_op_kernel, lone_op_problems
-from xlapy.runtime.thunks.library import BinaryLibraryThunk, check_layout
+from xlapy.runtime.thunks.library import BinaryLibraryThunk, check_layout, logical_view
 from xlapy.runtime.thunks.registry import thunk_rule
 from xlapy.shapes import TypeKind
+from xlapy.version import __version__
 
 if TYPE_CHECKING:
     from xlapy.hlo.ir import HloInstruction
     from xlapy.runtime.thunk_emitter import ThunkEmitter
+    from xlapy.runtime.thunks.base import ExecutionContext
 
 # The padded grid may hold this many times the output's rows before ``shifted`` gives way to ``gathered``:
 # the extra rows cost GEMM work, gathering costs one copy of the rows per window position.
@@ -57,6 +77,16 @@ SHIFTED_GRID_RATIO = 2
 # (im2col) for one GEMM instead of one thin GEMM per position (measured: 7x7 windows over 3 features gain a
 # third; ``shifted`` plans lose by any copy, even at 3 features).
 IM2COL_FEATURES = 8
+
+# The direct kernel keeps output features in SIMD vectors: with fewer per group than this, its vectors are mostly
+# padding and the GEMMs are faster.
+DIRECT_MIN_OUT_FEATURES = 4
+
+# The thread pool runs a launch on the calling thread below a count of elements of generated loops, each about a
+# nanosecond of work; the direct kernel makes about this many multiply-adds per nanosecond on one core.
+DIRECT_MULTIPLY_ADDS_PER_ELEMENT = 64
+# The direct kernel's lines are handed to the pool's workers in this many chunks per worker, taken in turn.
+DIRECT_CHUNKS_PER_WORKER = 8
 
 _GEMMS = {np.dtype(np.float32): scipy.linalg.blas.sgemm, np.dtype(np.float64): scipy.linalg.blas.dgemm,
           np.dtype(np.complex64): scipy.linalg.blas.cgemm, np.dtype(np.complex128): scipy.linalg.blas.zgemm}
@@ -112,16 +142,19 @@ class ConvolutionPlan:
     input_spatial: tuple[int, ...]
     output_spatial: tuple[int, ...]
     padded_spatial: tuple[int, ...]  # after input dilation and padding
-    method: str                     # "shifted" | "gathered"
+    method: str                     # "direct" | "shifted" | "gathered"
     im2col: bool                    # gathered into one matrix for one GEMM (few input features per group)
     depthwise: bool                 # one input feature per group: elementwise products, no GEMM
     accumulation: np.dtype
     result: np.dtype
+    direct: DirectConvolution | None = None  # the native kernel's description, for "direct" plans
 
     @staticmethod
     def of(lhs: tuple[int, ...], rhs: tuple[int, ...], out: tuple[int, ...], dims: ConvolutionDimensions,
            window: tuple[WindowDimension, ...], feature_groups: int, batch_groups: int,
-           result: np.dtype) -> ConvolutionPlan:
+           result: np.dtype, operands: tuple[np.dtype, ...] | None = None) -> ConvolutionPlan:
+        """The plan of a convolution of these shapes; ``operands``, the element types of input and kernel (the
+        result's when None; empty: GEMMs only), decide whether the direct kernel can compute it."""
         input_spatial = tuple(lhs[p] for p in dims.lhs[2:])
         output_spatial = tuple(out[p] for p in dims.out[2:])
         padded = tuple(d.padding_low + ((n - 1) * d.base_dilation + 1 if n else 0) + d.padding_high
@@ -131,11 +164,13 @@ class ConvolutionPlan:
         shifted = all(d.stride == 1 for d in window) and grid_rows <= SHIFTED_GRID_RATIO * output_rows
         in_features = rhs[dims.rhs[1]]
         depthwise = in_features == 1 and groups > 1
-        return ConvolutionPlan(dims, window, batch_groups, feature_groups, out[dims.out[0]], in_features,
+        plan = ConvolutionPlan(dims, window, batch_groups, feature_groups, out[dims.out[0]], in_features,
                                out[dims.out[1]] // groups if groups else 0, input_spatial, output_spatial, padded,
                                "shifted" if shifted else "gathered",
                                not shifted and not depthwise and in_features < IM2COL_FEATURES, depthwise,
                                accumulation_dtype(result), result)
+        direct = _direct_convolution(plan, (result, result) if operands is None else operands)
+        return plan if direct is None else replace(plan, method="direct", direct=direct)
 
     @property
     def groups(self) -> int:
@@ -148,6 +183,25 @@ class ConvolutionPlan:
         for d, stride in zip(self.window, strides):
             offsets = [o + k * d.window_dilation * stride for o in offsets for k in range(d.size)]
         return offsets
+
+
+def _direct_convolution(plan: ConvolutionPlan, operands: tuple[np.dtype, ...]) -> DirectConvolution | None:
+    """The direct kernel's description of ``plan`` when that kernel computes it, and faster than the GEMMs
+    (``DIRECT_MIN_OUT_FEATURES``): f32 and f64 operands and result, feature groups only, no input dilation, at
+    least one spatial dimension, no empty dimension."""
+    element = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}.get(plan.result)
+    if element is None or len(operands) != 2 or any(np.dtype(o) != plan.result for o in operands):
+        return None
+    if plan.batch_groups != 1 or plan.depthwise or not plan.window or any(d.base_dilation != 1 for d in plan.window):
+        return None
+    if 0 in (plan.batch, plan.in_features, plan.out_features, *plan.input_spatial, *plan.output_spatial):
+        return None
+    if plan.out_features < DIRECT_MIN_OUT_FEATURES:
+        return None
+    return DirectConvolution(element, plan.batch, plan.feature_groups, plan.in_features, plan.out_features,
+                             plan.input_spatial, plan.output_spatial, tuple(d.size for d in plan.window),
+                             tuple(d.stride for d in plan.window), tuple(d.padding_low for d in plan.window),
+                             tuple(d.window_dilation for d in plan.window))
 
 
 def _padded_input(x: np.ndarray, plan: ConvolutionPlan) -> np.ndarray:
@@ -295,14 +349,106 @@ class ConvolutionThunk(BinaryLibraryThunk):
 
     plan: ConvolutionPlan
     kind: str = "library"
+    kernel: CpuKernel | None = field(default=None, init=False, repr=False)  # the direct kernel, compiled once
+
+    def __post_init__(self) -> None:
+        if self.plan.direct is not None:
+            self.kernel = direct_kernel(self.plan.direct)
 
     def compute(self, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
+        if self.kernel is not None:
+            _DirectRun(self.kernel, lhs, rhs, out, self.plan)()
+            return
         np.copyto(_canonical_output(out, self.plan), convolve(lhs, rhs, self.plan), casting="unsafe")
 
+    def prepare(self, context: ExecutionContext) -> Callable[[], None]:
+        """With the direct kernel and layouts without tiles: the views of the slices taken, the kernel's buffers
+        made and bound once; a run then rearranges the kernel (and an input or result whose features are not
+        last) and launches."""
+        if self.kernel is None:
+            return super().prepare(context)
+        views = [logical_view(context.array(piece, shape), shape) for piece, shape in
+                 ((self.lhs, self.lhs_shape), (self.rhs, self.rhs_shape), (self.out, self.out_shape))]
+        if any(view is None for view in views):  # tiled layouts: through the temporaries of ``run``
+            return super().prepare(context)
+        return _DirectRun(self.kernel, *views, self.plan)
 
-def convolution_plan(instr: HloInstruction) -> ConvolutionPlan:
-    """The library's plan of convolution ``instr``; ``UnimplementedError`` for what the library thunk does not
-    compute."""
+
+def direct_kernel(direct: DirectConvolution) -> CpuKernel:
+    """The compiled kernel of ``direct``, through the kernel cache (in memory and on disk) under a key of its LLVM
+    IR, the compiler's source, toolchain and host."""
+    text = direct.llvm_ir()
+    key = hashlib.sha256(json.dumps({"kind": "direct convolution", "xlapy": __version__, "source": source_hash(),
+                                     "toolchain": toolchain(), "host": host_cpu(), "llvm_ir": text},
+                                    sort_keys=True).encode()).hexdigest()
+    launch = LaunchDimensions(1, direct.blocks, 1)
+
+    def build() -> tuple[bytes, LaunchDimensions]:
+        return CpuKernel.from_llvm_ir(text).object_code, launch
+
+    def check(kernel: CpuKernel, found: LaunchDimensions) -> None:
+        signature = kernel.signature
+        if found != launch or (signature.buffer_sizes, signature.blocks) != (direct.buffer_bytes(), direct.blocks):
+            raise VerifyError(f"direct convolution: a cached kernel does not fit {direct}")
+
+    return cached_kernel(key, build, CpuKernel.from_object, check).kernel
+
+
+def _shared_launch(call: Callable[[int, int], None], blocks: int, elements: int) -> Callable[[], None]:
+    """``call(begin, end)`` over ``[0, blocks)`` on the thread pool in ``DIRECT_CHUNKS_PER_WORKER`` chunks per worker
+    that the workers take in turn, so that a worker slowed down (by other work on its core) takes fewer: each
+    worker of ``block_launcher``'s split runs chunks until none is left."""
+    if runs_serially(blocks, elements):
+        return functools.partial(call, 0, blocks)
+    workers = min(blocks, worker_count())
+    count = min(blocks, workers * DIRECT_CHUNKS_PER_WORKER)
+    chunks = [(blocks * i // count, blocks * (i + 1) // count) for i in range(count)]
+
+    def launch() -> None:
+        pending = iter(chunks)  # next() on a list iterator holds the GIL: each chunk goes to one worker
+
+        def work(_begin: int, _end: int) -> None:
+            for begin, end in pending:
+                call(begin, end)
+
+        block_launcher(work, workers, elements)()
+
+    return launch
+
+
+class _DirectRun:
+    """The direct kernel of ``plan`` (compiled as ``kernel``) over the logical arrays ``lhs`` and ``rhs`` into the
+    logical array ``out``, as a callable of no arguments: the input and the result are used in place when their
+    layouts put the features last (else through buffers made here), the kernel is rearranged at every call into a
+    buffer made here (window positions, then input features, then output features padded to whole vectors)."""
+
+    def __init__(self, kernel: CpuKernel, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray,
+                 plan: ConvolutionPlan):
+        direct, dims = plan.direct, plan.dims
+        self.plan, self.rhs = plan, rhs
+        self.lhs = lhs.transpose(dims.lhs[0], *dims.lhs[2:], dims.lhs[1])
+        self.x = self.lhs if self.lhs.flags.c_contiguous else np.empty(self.lhs.shape, self.lhs.dtype)
+        self.w = np.zeros((plan.groups, math.prod(d.size for d in plan.window), plan.in_features,
+                           direct.padded_out_features), plan.accumulation)
+        self.result = out.transpose(dims.out[0], *dims.out[2:], dims.out[1])
+        in_place = self.result.flags.c_contiguous and not np.may_share_memory(self.result, lhs) and \
+            not np.may_share_memory(self.result, rhs)
+        self.target = self.result if in_place else np.empty(self.result.shape, self.result.dtype)
+        elements = self.target.size * self.w.shape[1] * plan.in_features // DIRECT_MULTIPLY_ADDS_PER_ELEMENT
+        self.launch = _shared_launch(kernel.bind([self.x, self.w, self.target]), direct.blocks, elements)
+
+    def __call__(self) -> None:
+        if self.x is not self.lhs:
+            np.copyto(self.x, self.lhs)
+        self.w[..., :self.plan.out_features] = _kernel(self.rhs, self.plan)
+        self.launch()
+        if self.target is not self.result:
+            np.copyto(self.result, self.target)
+
+
+def convolution_plan(instr: HloInstruction, direct: bool = True) -> ConvolutionPlan:
+    """The library's plan of convolution ``instr`` (with GEMMs only unless ``direct``); ``UnimplementedError`` for
+    what the library thunk does not compute."""
     lhs, rhs = instr.operands
     window = tuple(instr.attr("window", ()))
     spatial_rank = len(lhs.shape.dimensions) - 2
@@ -317,7 +463,7 @@ def convolution_plan(instr: HloInstruction) -> ConvolutionPlan:
                                  f"{instr.shape.element_type} results")
     return ConvolutionPlan.of(lhs.shape.dimensions, rhs.shape.dimensions, instr.shape.dimensions, dims, window,
                               int(instr.attr("feature_group_count", 1)), int(instr.attr("batch_group_count", 1)),
-                              dtype_of(instr.shape))
+                              dtype_of(instr.shape), (dtype_of(lhs.shape), dtype_of(rhs.shape)) if direct else ())
 
 
 def library_thunk(instr: HloInstruction, emitter: ThunkEmitter) -> ConvolutionThunk:
@@ -327,11 +473,12 @@ def library_thunk(instr: HloInstruction, emitter: ThunkEmitter) -> ConvolutionTh
                             emitter.slice(instr), instr.shape, convolution_plan(instr))
 
 
-# The rule choosing generated code over the library thunk (``generated_code_is_faster``): thin GEMMs (input times
-# output features per group at most this) keep BLAS far from its speed while every window position costs a call ...
+# The rule choosing generated code over the library thunk where the library has no direct kernel
+# (``generated_code_is_faster``): thin GEMMs (input times output features per group at most this) keep BLAS far
+# from its speed while every window position costs a call ...
 THIN_CHANNELS = 16
-# ... and below this many multiply-adds in all, the library's fixed costs (transposes, padding, one GEMM per window
-# position) outweigh the generated loops' slower arithmetic.
+# ... and below this many multiply-adds in all, the GEMM path's fixed costs (layout changes, padding, a GEMM call
+# per window position) outweigh the generated loops' slower arithmetic.
 SMALL_WORK = 1 << 18
 
 
@@ -342,13 +489,16 @@ def generated_code_is_faster(instr: HloInstruction) -> bool:
 
     - integer and pred results: generated code (the library sums integers with numpy's loops, not BLAS: 2x to
       24x slower; it computes no pred);
-    - thin convolutions, input features per group times output features per group at most ``THIN_CHANNELS``
-      (depthwise ones among them): generated code, mostly 1.4x to 19x faster (one feature in and out, 5x to
-      19x), the library's GEMMs being too thin for BLAS;
-    - small ones, fewer than ``SMALL_WORK`` multiply-adds in all: generated code (about 15 µs against the
-      library's 70 µs of fixed costs and a GEMM call per window position);
-    - otherwise the library, by far once channels are wide (16 features in and out at 8x32x32, 3x3: 24x; 128
-      features: 55x): generated code makes 1 to 2.5 multiply-adds per nanosecond, BLAS 10 to 30.
+    - those the library's direct kernel takes: the library, thin and small ones too (4 features in and out at
+      8x32x32 with a 5x5 window: 0.25 ms against 1.4 ms; at 1x8x8 with a 1x1 window, 15 µs against 12 µs, the
+      worst case); its SIMD loops make 60 to 140 multiply-adds per nanosecond on two threads once channels are
+      wide, generated code 1 to 2.5;
+    - thin ones among the rest (input features per group times output features per group at most
+      ``THIN_CHANNELS``: depthwise ones, few output features per group, narrow floats, complex numbers):
+      generated code, mostly 1.4x to 19x faster, the library's GEMMs being too thin for BLAS;
+    - small ones among the rest, fewer than ``SMALL_WORK`` multiply-adds in all: generated code (about 15 µs
+      against the GEMM path's 70 µs of fixed costs);
+    - otherwise the library, by far once channels are wide (bf16 with 32 features in and out at 8x8x8, 3x3: 9x).
     """
     if instr.shape.type.kind not in (TypeKind.FLOAT, TypeKind.COMPLEX):
         return True
@@ -357,6 +507,11 @@ def generated_code_is_faster(instr: HloInstruction) -> bool:
     dims = ConvolutionDimensions.parse(str(instr.attr("dim_labels", "")), len(lhs.shape.dimensions) - 2)
     if dims is None or len(window) != len(lhs.shape.dimensions) - 2:
         return False  # the library thunk names what is wrong
+    try:
+        if convolution_plan(instr).method == "direct":
+            return False
+    except UnimplementedError:
+        return False  # the library thunk names what it does not compute
     groups = int(instr.attr("feature_group_count", 1)) * int(instr.attr("batch_group_count", 1))
     in_features = rhs.shape.dimensions[dims.rhs[1]]
     out_features = instr.shape.dimensions[dims.out[1]] // max(groups, 1)
