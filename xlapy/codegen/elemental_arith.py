@@ -65,7 +65,7 @@ def _by_kind(float_op=None, signed_op=None, unsigned_op=None, pred_op=None):
         name = _type_name(instr)
         if is_float(name):
             op = float_op
-        elif name == "pred" and pred_op is not None:
+        elif name == "pred":
             op = pred_op
         else:
             op = unsigned_op if is_unsigned(name) else signed_op
@@ -77,8 +77,10 @@ def _by_kind(float_op=None, signed_op=None, unsigned_op=None, pred_op=None):
 
 
 for _opcode, _ops in {
-    "add": (arith.AddfOp, arith.AddiOp, arith.AddiOp, arith.XOrIOp),
-    "subtract": (arith.SubfOp, arith.SubiOp, arith.SubiOp, arith.XOrIOp),
+    # pred: add is or and multiply is and, as XLA:CPU computes them; subtract has no pred form (the interpreter's
+    # element kinds refuse it too).
+    "add": (arith.AddfOp, arith.AddiOp, arith.AddiOp, arith.OrIOp),
+    "subtract": (arith.SubfOp, arith.SubiOp, arith.SubiOp, None),
     "multiply": (arith.MulfOp, arith.MuliOp, arith.MuliOp, arith.AndIOp),
     "maximum": (arith.MaximumfOp, arith.MaxSIOp, arith.MaxUIOp, arith.OrIOp),
     "minimum": (arith.MinimumfOp, arith.MinSIOp, arith.MinUIOp, arith.AndIOp),

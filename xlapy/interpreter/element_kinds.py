@@ -33,7 +33,7 @@ ACCEPTED_KINDS: dict[str, frozenset[TypeKind]] = {
     **dict.fromkeys(["cosine", "sine", "tan", "tanh", "exponential", "exponential-minus-one", "log",
                      "log-plus-one", "logistic", "rsqrt", "sqrt", "real", "imag"], _FLOATS_OR_COMPLEX),
     **dict.fromkeys(["abs", "sign"], _SIGNED_NUMBERS),
-    **dict.fromkeys(["negate", "divide", "power"], _NUMBERS),
+    **dict.fromkeys(["negate", "subtract", "divide", "power"], _NUMBERS),
     "remainder": _REAL_NUMBERS,
     **dict.fromkeys(["maximum", "minimum", "clamp", "compare LT", "compare LE", "compare GT", "compare GE"],
                     _ORDERED),
