@@ -1,6 +1,7 @@
 """The scatter emitter: loop fusions whose root is a scatter, of any dimension numbers, compiled for the CPU and
-compared with the reference interpreter bit for bit (the kernel applies the updates serially in the
-interpreter's order, each combination rounded once in both)."""
+compared with the reference interpreter bit for bit (each element gets its updates in the interpreter's order,
+each combination rounded once in both), serially or split into blocks (by operand rows, by unique index vectors,
+by runs of sorted indices)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ from tests.codegen.emitter_cases import exact_values, kernel_thunks
 from tools.compare import assert_same
 from xlapy.codegen.backends.cpu import CpuKernel
 from xlapy.codegen.dialect import LoopOp, PureCallOp
-from xlapy.codegen.emitters.scatter import emit_scatter_fusion, in_place_outputs
+from xlapy.codegen.emitters.scatter import (
+    OPERAND_ROWS,
+    SERIAL,
+    SORTED_INDICES,
+    UNIQUE_INDICES,
+    emit_scatter_fusion,
+    in_place_outputs,
+    scatter_plan,
+)
 from xlapy.codegen.fusion_checks import unsupported_fused_ops
 from xlapy.codegen.launch import Device
 from xlapy.codegen.pipeline import emitter_name, lower_fusion
@@ -281,3 +290,124 @@ def test_updates_computed_from_one_another() -> None:
     args = (_values("f32[6,2]", 8), _values("f32[6,2]", 9), np.array([[2], [0], [2], [6], [5], [2], [-1]], np.int32),
             _values("f32[7,2]", 10))
     _assert_matches_interpreter(module, args)
+
+
+# -- splitting the work into blocks ------------------------------------------------------------------------------
+
+# A scatter of {n} index vectors of {index_components} components into an operand of {operand}, windows of
+# {window}; with ``copy``, the operand is a copy's buffer, which the kernel updates in place.
+SPLIT = """HloModule split
+comb {{ a = {t}[] parameter(0)  b = {t}[] parameter(1)  ROOT c = {t}[] add(a, b) }}
+f {{ x = {t}{operand} parameter(0)  i = s32{indices} parameter(1)  u = {t}{updates} parameter(2)
+     ROOT s = {t}{operand} scatter(x, i, u), {dims}, {flags}to_apply=comb }}
+ENTRY e {{ p = {t}{operand} parameter(0)  i = s32{indices} parameter(1)  u = {t}{updates} parameter(2)
+          {copy}ROOT fusion = {t}{operand} fusion({x}, i, u), kind=kLoop, calls=f }}
+"""
+ROWS = "update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1"
+
+
+def _split_module(operand: str, indices: str, updates: str, dims: str = ROWS, flags: str = "", in_place: bool = False,
+                  element_type: str = "f32") -> str:
+    copy = f"x = {element_type}{operand} copy(p)  " if in_place else ""
+    return SPLIT.format(t=element_type, operand=operand, indices=indices, updates=updates, dims=dims,
+                        flags=flags + ", " if flags else "", copy=copy, x="x" if in_place else "p")
+
+
+def _check_split(text: str, index_values: np.ndarray, strategy: str, blocks: int | None = None) -> None:
+    """Compiles ``text``, checks the scatter kernel's plan, and compares it with the interpreter bit for bit."""
+    module = xlapy.parse_hlo(text)
+    executable = xlapy.compile(xlapy.parse_hlo(text), run_hlo_passes=False)
+    (thunk,) = [t for t in kernel_thunks(executable) if t.fusion.name == "fusion"]
+    plan = scatter_plan(thunk.fusion, thunk.slice_indices)
+    assert plan.strategy == strategy
+    assert thunk.blocks == plan.blocks and (blocks is None or plan.blocks == blocks)
+    params = {i.parameter_number: i.shape for i in module.entry.instructions if i.opcode == "parameter"}
+    operand, updates = params[0], params[2]
+
+    def spec(shape) -> str:
+        return f"{shape.element_type}[{','.join(map(str, shape.dimensions))}]"
+
+    args = (_values(spec(operand), 11), index_values.astype(np.int32), _values(spec(updates), 12))
+    assert_same(executable(*args), xlapy.evaluate(module, *args), exact_bits=True)
+
+
+def test_a_small_scatter_stays_serial():
+    _check_split(_split_module("[64,8]", "[20,1]", "[20,8]"), np.arange(20).reshape(20, 1) % 7, SERIAL, 1)
+
+
+def test_narrow_windows_without_flags_stay_serial():
+    # Rows of 16 elements: a pass over the indices per block would cost about as much as the updates it shares out.
+    _check_split(_split_module("[16384,16]", "[4000,1]", "[4000,16]"),
+                 np.random.default_rng(1).integers(0, 16384, (4000, 1)), SERIAL, 1)
+
+
+@pytest.mark.parametrize("rows", [2048, 2051])
+def test_a_large_scatter_of_wide_windows_splits_the_operand_rows(rows: int):
+    rng = np.random.default_rng(rows)
+    indices = rng.integers(-3, rows + 3, (700, 1))
+    indices[::7] = indices[3]  # repeated rows combine in order
+    _check_split(_split_module(f"[{rows},64]", "[700,1]", "[700,64]"), indices, OPERAND_ROWS, 2)
+
+
+def test_windows_across_the_split_are_cut_per_element():
+    # Windows of 3 rows: those starting in one block's last rows end in the next block's.
+    dims = "update_window_dims={1,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1"
+    text = _split_module("[16000,32]", "[400,1]", "[400,3,32]", dims)
+    indices = np.concatenate([np.array([[3998], [3999], [7999], [11998], [-1], [15998], [15997]]),
+                              np.random.default_rng(3).integers(0, 16000, (393, 1))])
+    _check_split(text, indices, OPERAND_ROWS, 4)
+
+
+def test_a_column_major_operand_splits_its_major_dimension():
+    # {0,1}: dimension 1 is major; the windows are columns, one element wide along it.
+    dims = "update_window_dims={0}, inserted_window_dims={1}, scatter_dims_to_operand_dims={1}, index_vector_dim=1"
+    text = _split_module("[64,4000]{0,1}", "[300,1]", "[64,300]", dims)
+    module = xlapy.parse_hlo(text)
+    (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    assert scatter_plan(fusion, None).split_dim == 1
+    _check_split(text, np.random.default_rng(4).integers(-2, 4002, (300, 1)), OPERAND_ROWS)
+
+
+def test_unique_indices_in_place_split_the_index_vectors():
+    indices = np.random.default_rng(5).permutation(1200)[:1000].reshape(1000, 1) - 100  # some out of bounds
+    text = _split_module("[1000,16]", "[1000,1]", "[1000,16]", flags="unique_indices=true", in_place=True)
+    _check_split(text, indices, UNIQUE_INDICES, 4)
+
+
+@pytest.mark.parametrize("runs", ["crossing", "one_run", "singletons"])
+def test_sorted_indices_in_place_split_at_index_changes(runs: str):
+    n = 1001
+    indices = {"crossing": np.sort(np.random.default_rng(6).integers(-5, 205, n)),
+               "one_run": np.full(n, 7),
+               "singletons": np.arange(n) - 3}[runs].reshape(n, 1)
+    text = _split_module("[200,16]", f"[{n},1]", f"[{n},16]", flags="indices_are_sorted=true", in_place=True)
+    _check_split(text, indices, SORTED_INDICES, 4)
+
+
+def test_sorted_index_vectors_of_two_scatter_dimensions():
+    # Updates [40,25] of index vectors of two components (row, column): runs of equal vectors in row-major order
+    # of the two scatter dimensions.
+    dims = ("update_window_dims={2}, inserted_window_dims={0,1}, scatter_dims_to_operand_dims={0,1}, "
+            "index_vector_dim=2")
+    pairs = np.stack(np.divmod(np.arange(1000) // 3, 20), axis=-1).reshape(40, 25, 2)
+    text = _split_module("[20,20,8]", "[40,25,2]", "[40,25,8]", dims, flags="indices_are_sorted=true", in_place=True)
+    _check_split(text, pairs, SORTED_INDICES, 2)
+
+
+def test_sorted_indices_with_overlapping_windows_do_not_split_index_vectors():
+    # Windows 2 rows high starting one row apart overlap: a run of equal indices is not all that meets an element.
+    dims = "update_window_dims={1,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1"
+    text = _split_module("[600,8]", "[600,1]", "[600,2,8]", dims, flags="indices_are_sorted=true", in_place=True)
+    _check_split(text, np.arange(600).reshape(600, 1), SERIAL)
+
+
+def test_flags_without_the_operand_in_place_split_the_operand_rows():
+    text = _split_module("[2048,64]", "[1000,1]", "[1000,64]", flags="unique_indices=true")
+    _check_split(text, np.arange(1000).reshape(1000, 1) * 2, OPERAND_ROWS)
+
+
+def test_split_scatters_in_other_element_types():
+    indices = np.random.default_rng(7).integers(0, 2048, (500, 1))
+    for element_type in ("s32", "bf16", "f64", "u8"):
+        _check_split(_split_module("[2048,64]", "[500,1]", "[500,64]", element_type=element_type), indices,
+                     OPERAND_ROWS)

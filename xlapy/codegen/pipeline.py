@@ -27,7 +27,9 @@ from xlapy.codegen.emitters.in_place_dynamic_update_slice import (
     emit_in_place_dynamic_update_slice_fusion,
     in_place_updates,
 )
+from xlapy.codegen.emitters.input_slices import emit_input_slices_fusion, is_input_slices_fusion
 from xlapy.codegen.emitters.loop import emit_loop_fusion
+from xlapy.codegen.emitters.reduction import emit_reduction_fusion, is_reduction_fusion
 from xlapy.codegen.emitters.scatter import emit_scatter_fusion, is_scatter_fusion
 from xlapy.codegen.emitters.transpose import emit_transpose_fusion, is_transpose_fusion
 from xlapy.codegen.launch import Device, LaunchDimensions
@@ -167,22 +169,30 @@ EMITTERS: dict[str, Callable[[HloInstruction, Device, Sequence[int] | None], tup
     "loop": emit_loop_fusion,
     "in_place_dynamic_update_slice": emit_in_place_dynamic_update_slice_fusion,
     "scatter": emit_scatter_fusion,
+    "input_slices": emit_input_slices_fusion,
     "concatenate": emit_concatenate_fusion,
     "transpose": emit_transpose_fusion,
+    "reduction": emit_reduction_fusion,
 }
 
 
 def emitter_name(fusion: HloInstruction, slice_indices: Sequence[int] | None = None) -> str:
     """The emitter of ``fusion``'s kernel given the ``slice_indices`` of its buffers: the scatter emitter when the
     fused root is a scatter, the in-place dynamic-update-slice emitter when its outputs are updates written over
-    operands passed in their slices, the transpose emitter when its hero is a transpose it tiles, the concatenate
-    emitter when its hero is a concatenate, else the loop emitter."""
+    operands passed in their slices, the input-slices emitter when its outputs are slices of different dimensions
+    of one shape's arrays, the concatenate emitter when its hero is a concatenate, the reduction emitter
+    when its hero is a reduce, the transpose emitter when its hero is a transpose it tiles, else the loop
+    emitter."""
     if is_scatter_fusion(fusion):
         return "scatter"
     if in_place_updates(fusion, slice_indices) is not None:
         return "in_place_dynamic_update_slice"
+    if is_input_slices_fusion(fusion):
+        return "input_slices"
     if is_concatenate_fusion(fusion):
         return "concatenate"
+    if is_reduction_fusion(fusion):
+        return "reduction"
     return "transpose" if is_transpose_fusion(fusion) else "loop"
 
 

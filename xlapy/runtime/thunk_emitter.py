@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 
 from xlapy.buffers.liveness import FORWARDING_OPCODES, array_leaves
 from xlapy.codegen.emitters.in_place_dynamic_update_slice import update_elements
-from xlapy.codegen.emitters.scatter import SCATTER_LAUNCH, is_scatter_fusion
+from xlapy.codegen.emitters.reduction import reduction_fusion, reduction_output_elements
+from xlapy.codegen.emitters.scatter import is_scatter_fusion, scatter_launch
 from xlapy.codegen.fusion_checks import check_fusion, fusion_outputs
 from xlapy.codegen.launch import Device, LaunchDimensions
 from xlapy.errors import UnimplementedError, VerifyError, XlapyError
@@ -105,13 +106,18 @@ class ThunkEmitter:
             outputs=[(self.slice(owner, (i,) if owner.shape.is_tuple else ()), shape)
                      for i, shape in enumerate(outputs)],
             elements=max(math.prod(s.dimensions) for s in outputs))
-        # A kernel updating its operands in place iterates the updates' elements only; a scatter's kernel applies
-        # its updates one after another, in one block of one thread.
+        # A kernel updating its operands in place iterates the updates' elements only; a scatter's kernel splits
+        # its copies and updates into blocks as its emitter plans.
         updated = update_elements(fusion, thunk.slice_indices)
         if is_scatter_fusion(fusion):
-            thunk.elements = SCATTER_LAUNCH.blocks * SCATTER_LAUNCH.elements_per_block
+            launch = scatter_launch(fusion, thunk.slice_indices)
+            thunk.elements = launch.blocks * launch.elements_per_block
         elif updated is not None:
             thunk.elements = updated
+        elif (reduction := reduction_fusion(fusion)) is not None:
+            if reduction.side_outputs:
+                thunk.elements = reduction_output_elements(reduction)  # the side outputs are written per output
+            thunk.work = math.prod(reduction.hero.operands[0].shape.dimensions)  # every input element is read
         self.pending.append(thunk)
         return thunk
 

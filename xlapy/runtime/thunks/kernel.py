@@ -49,6 +49,9 @@ class KernelThunk(Thunk):
     elements: int
     kernel: object = None
     blocks: int = 0
+    # The elements the kernel reads or writes, when more than ``elements`` (the elements its launch covers, say a
+    # reduction's outputs): what decides between the calling thread and the pool.
+    work: int = 0
     kind: str = field(default="kernel", init=False)
     slice_indices: tuple[int, ...] | None = field(default=None, init=False)
 
@@ -109,16 +112,17 @@ class KernelThunk(Thunk):
     def run(self, context: ExecutionContext) -> None:
         buffers = self.buffers(context)
         kernel = self.kernel
-        run_blocks(lambda begin, end: kernel(buffers, begin, end), self.blocks, self.elements)
+        run_blocks(lambda begin, end: kernel(buffers, begin, end), self.blocks, max(self.elements, self.work))
 
     def prepare(self, context: ExecutionContext) -> Callable[[], None]:
         """The launch over ``context``'s buffers, checked and bound to the kernel once (``CpuKernel.bind``): a
         loop iteration then only calls the kernel."""
         buffers = self.buffers(context)  # checked before the kernel is asked for anything
-        serial = runs_serially(self.blocks, self.elements)
+        work = max(self.elements, self.work)
+        serial = runs_serially(self.blocks, work)
         launch = self.kernel.bind_all_blocks(buffers) if serial else self.kernel.bind(buffers)
         self._follow_allocations(context, launch)
-        return launch if serial else block_launcher(launch, self.blocks, self.elements)
+        return launch if serial else block_launcher(launch, self.blocks, work)
 
     def _follow_allocations(self, context: ExecutionContext, launch: Callable) -> None:
         """Lets ``launch`` follow each of its allocations to new memory by rewriting its pointers in place

@@ -1,0 +1,309 @@
+"""The reduction emitter: a fusion whose hero is a reduce (``fusion_kind_of`` says "reduction"; XLA's
+``xla/backends/gpu/codegen/emitters/reduction.cc`` and ``reduction_base.cc``), with the reduce's epilogue, the
+sibling reductions of the same input and side outputs (elementwise roots of the input's dimensions) in one kernel.
+
+The reduce's input is first seen as XLA's ``GetReductionKindAndContiguousComponents`` sees it: its dimensions in
+physical order, unit dimensions dropped and runs of reduced or kept dimensions merged, give a row reduction
+``[major reduced, kept, minor reduced]`` when the physically minor dimension is reduced, else a column reduction
+``[major kept, reduced, minor kept]`` (``ReductionShape``). XLA picks one of four emitters from it, and so does
+this module (``variant``):
+
+======================  ==========================================  ==============================================
+variant                 XLA:GPU                                     here (the CPU)
+======================  ==========================================  ==============================================
+``row``                 a warp (or block) per row; each thread      a thread per row; the row is read as vectors
+                        accumulates a strided part of the row,      into a vector of partial accumulators, which a
+                        then ``xla_gpu.shuffle_reduce`` (warp       horizontal SIMD reduction combines at the end
+                        shuffles) and shared memory combine the     (the warp shuffle's butterfly becomes the
+                        threads' values                             halving of one vector register)
+``multi-row``           rows of at most a warp's worth: several     rows shorter than one vector of partial
+                        rows per warp, one shuffle per row          accumulators: SIMD lanes are consecutive
+                                                                    rows, each lane reducing its row in order
+``column``              a tile of columns read coalesced, written   SIMD lanes are consecutive kept (minor)
+                        transposed into ``xla.allocate_shared``,    elements: each lane walks its column down the
+                        ``xla.sync_threads``, read back along the   rows, a vector accumulator across the kept
+                        other axis and shuffle-reduced              dimension, every read a contiguous vector
+``small-column``        the minor kept dimension divides the        the same with as many lanes as the minor kept
+                        warp: a warp reads several columns' rows    dimension has elements (a power of two that
+                                                                    divides it)
+======================  ==========================================  ==============================================
+
+Why no scratch tile on the CPU: the GPU transposes a column tile through shared memory because one thread must
+see all the values it combines while the warp's reads stay coalesced; a CPU thread's SIMD register already holds
+a row of the tile's columns (consecutive addresses, one contiguous load), so accumulating down the columns with
+whole-register adds is both coalesced and lane-private, and nothing crosses threads. The module therefore emits
+no ``xla.allocate_shared`` and no ``xla.sync_threads``. The column dump after ``vectorize-lanes`` reads::
+
+    %acc = scf.for %row = %c0 to %cN step %c1 iter_args(%a = %init) -> (vector<16xf32>) {
+      %v = vector.transfer_read %input[...] : tensor<...xf32>, vector<16xf32>   // one row of 16 columns
+      %s = arith.addf %a, %v : vector<16xf32>
+      ...
+
+and a row reduction's::
+
+    %partials = scf.for %chunk = %c0 to %cM step %c1 iter_args(%p = %identity) -> (vector<16xf32>) {
+      %v = vector.transfer_read %input[...]                                      // 16 consecutive elements
+      %s = arith.addf %p, %v : vector<16xf32>
+      ...
+    %0 = vector.extract %partials[0] ... %15 = vector.extract %partials[15]      // the horizontal reduction
+    %16 = arith.addf %0, %8 ...                                                  // lanes k and k + 8, ...
+
+Blocks partition the kept (output) elements and a thread computes each of its outputs alone, so every output is
+combined in one order fixed by the shapes, never by the number of blocks, threads or cores: results are bitwise
+the same from run to run and on any machine (the partial accumulators are 64 bytes wide whatever the host's
+SIMD width). The order, per output element (``xlapy/codegen/elemental_reduce.py`` emits it):
+
+- ``row`` with a reducer that is one associative and commutative op (add, multiply, maximum, minimum, and, or,
+  xor) and a row of ``n`` elements, ``n`` a multiple of ``V`` = 64 bytes of elements with ``n >= 4V``:
+  ``p[k] = identity``; for each index of the other reduced dimensions in row-major order and each chunk ``c``:
+  ``p[k] = r(p[k], x[c*V + k])``; then ``p[k] = r(p[k], p[k + V'/2])`` while ``V' > 1`` lanes remain; the
+  result is ``r(init, p[0])``. For a float sum that is ``V`` sums of ``n/V`` terms and a tree of depth
+  ``log2 V``: within ``gamma(n/V + log2 V + 1) * sum|x|`` of the exact sum (Higham, Accuracy and Stability of
+  Numerical Algorithms, 4.2; ``gamma(k) = k*u / (1 - k*u)``), and within that plus ``gamma(n) * sum|x|`` of the
+  interpreter's, which is what ``tests/codegen/test_reduction_emitter.py`` checks.
+- every other reduction (columns, short rows, variadic reducers such as argmax, reducers of several ops): the
+  elemental order, ``acc = init``, then the reduced elements in row-major order (bit for bit the interpreter's).
+
+Side outputs are written by a second ``xla.loop`` over the same blocks (a block writes the side outputs of the
+input elements its outputs reduce), an epilogue is the root function at the output's indices, and sibling
+reductions of one input are all computed by that function.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from xdsl.builder import Builder
+from xdsl.dialects import func, tensor
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Region, SSAValue
+from xdsl.rewriter import InsertPoint
+
+from xlapy.codegen.dialect import LoopOp, PureCallOp, YieldOp
+from xlapy.codegen.elemental_reduce import PARTIAL_ACCUMULATOR_BYTES
+from xlapy.codegen.elemental_rules import CalledFunctions, buffer_arguments, emit_subgraph_function, result_types
+from xlapy.codegen.emitters.common import (
+    ENTRY_NAME,
+    derived_partition,
+    elementwise_entry_function,
+    entry_block,
+    finish_entry,
+    fusion_output_shapes,
+    launch_ids,
+    root_positions,
+    root_result_types,
+)
+from xlapy.codegen.launch import Device, LaunchDimensions, loop_launch_dimensions, thread_id_to_output_map
+from xlapy.codegen.partitioner import PartitionedComputation, computation_roots, index_shape, partition
+from xlapy.codegen.types import tensor_type
+from xlapy.errors import VerifyError
+from xlapy.hlo.ir import HloInstruction
+from xlapy.indexing import IndexingMap
+from xlapy.indexing.affine import sym
+from xlapy.indexing.indexing_map import Variable
+from xlapy.indexing.interval import Interval
+from xlapy.shapes import ELEMENT_TYPES
+from xlapy.transforms.fusion_hero import find_non_trivial_hero, fusion_kind_of, fusion_roots, is_real_reduction_hero
+
+# Input elements a block of a row reduction reads (at least one row): blocks are the units of parallel work, and
+# a block of a few hundred kilobytes amortizes its start while leaving enough blocks to balance the cores.
+ROW_BLOCK_ELEMENTS = 1 << 15
+
+VARIANTS = ("row", "multi-row", "column", "small-column")
+
+
+@dataclass(frozen=True)
+class ReductionShape:
+    """The reduce's input as XLA's ``ReductionDimensions``: ``dimensions`` is ``[major reduced, kept, minor
+    reduced]`` for a row reduction (the physically minor dimension is reduced) and ``[major kept, reduced, minor
+    kept]`` for a column reduction, each the product of the input dimensions it stands for."""
+
+    is_row: bool
+    dimensions: tuple[int, int, int]
+
+
+def reduction_shape(hero: HloInstruction) -> ReductionShape:
+    """XLA's ``GetReductionKindAndContiguousComponents`` for ``hero`` (a reduce)."""
+    operand = hero.operands[0].shape
+    reduced = set(hero.attr("dimensions") or ())
+    runs: list[list] = []  # [is_reduced, size] from major to minor, unit dimensions left out
+    for d in reversed(operand.layout_or_default.minor_to_major):
+        size = operand.dimensions[d]
+        if size == 1:
+            continue
+        if runs and runs[-1][0] == (d in reduced):
+            runs[-1][1] *= size
+        else:
+            runs.append([d in reduced, size])
+    if not runs or runs[-1][0]:
+        minor = runs.pop()[1] if runs else 1
+        kept = math.prod(size for is_reduced, size in runs if not is_reduced)
+        major = math.prod(size for is_reduced, size in runs if is_reduced)
+        return ReductionShape(True, (major, kept, minor))
+    minor = runs.pop()[1]
+    kept = math.prod(size for is_reduced, size in runs if not is_reduced)
+    reduced_size = math.prod(size for is_reduced, size in runs if is_reduced)
+    return ReductionShape(False, (kept, reduced_size, minor))
+
+
+def variant(hero: HloInstruction, device: Device) -> str:
+    """Which of XLA's four reduction emitters ``hero`` gets (``CreateReductionFusion``), by the CPU's measures:
+    a row reduction is ``multi-row`` when a row is shorter than one vector of partial accumulators
+    (``PARTIAL_ACCUMULATOR_BYTES``), a column reduction ``small-column`` when its minor kept dimension has fewer
+    elements than one SIMD register of the device holds."""
+    shape = reduction_shape(hero)
+    bytes_per_element = ELEMENT_TYPES[hero.operands[0].shape.element_type].byte_width
+    if shape.is_row:
+        return "row" if shape.dimensions[2] * bytes_per_element >= PARTIAL_ACCUMULATOR_BYTES else "multi-row"
+    lanes = max(1, device.vector_bytes // max(4, bytes_per_element))
+    return "column" if shape.dimensions[2] >= lanes else "small-column"
+
+
+@dataclass(frozen=True)
+class ReductionFusion:
+    """What the emitter needs to know of a reduction fusion: its ``hero`` (the first reduce hero), the
+    fusion's roots split into ``reduction_roots`` (reduces and their epilogues, at the output's indices) and
+    ``side_outputs`` (at the hero's input indices), and for each root the positions of its fusion outputs."""
+
+    hero: HloInstruction
+    reduction_roots: tuple[HloInstruction, ...]
+    side_outputs: tuple[HloInstruction, ...]
+    outputs: dict[str, tuple[int, ...]]
+
+
+def reduction_fusion(fusion: HloInstruction) -> ReductionFusion | None:
+    """The reduction fusion the emitter writes ``fusion`` as, or None when it is not one it handles: XLA would
+    emit it with its reduction emitter, the reduction roots all have the hero's output dimensions and the side
+    outputs its input's, each in one layout, and no root is returned twice."""
+    if fusion.opcode != "fusion" or fusion.attr("kind") not in ("kLoop", None):
+        return None
+    if fusion_kind_of(fusion) != "reduction":
+        return None
+    roots = fusion_roots(fusion)
+    if len(set(map(id, roots))) != len(roots):
+        return None
+    heroes = [find_non_trivial_hero(r) for r in roots]
+    hero = next(h for h in heroes if is_real_reduction_hero(h))
+    output, operand = index_shape(hero.shape), hero.operands[0].shape
+    shapes = fusion_output_shapes(fusion)
+    reduction_roots, side_outputs, outputs, position = [], [], {}, 0
+    for root, root_hero in zip(roots, heroes):
+        count = len(root.shape.tuple_shapes) if root.shape.is_tuple else 1
+        outputs[root.name] = tuple(range(position, position + count))
+        fusion_shapes = shapes[position:position + count]
+        position += count
+        like = output if is_real_reduction_hero(root_hero) else operand
+        if any(tuple(s.dimensions) != tuple(like.dimensions) or
+               s.layout_or_default.minor_to_major != like.layout_or_default.minor_to_major for s in fusion_shapes):
+            return None
+        (reduction_roots if like is output else side_outputs).append(root)
+    return ReductionFusion(hero, tuple(reduction_roots), tuple(side_outputs), outputs)
+
+
+def is_reduction_fusion(fusion: HloInstruction) -> bool:
+    """Whether the reduction emitter emits ``fusion`` (see ``reduction_fusion``)."""
+    return reduction_fusion(fusion) is not None
+
+
+def reduction_output_elements(info: ReductionFusion) -> int:
+    """The output elements the launch covers: the hero's (the side outputs are written along with them)."""
+    return math.prod(index_shape(info.hero.shape).dimensions)
+
+
+def reduction_launch(hero: HloInstruction, device: Device) -> LaunchDimensions:
+    """The launch over the hero's output elements: a thread per row for ``row`` (``ROW_BLOCK_ELEMENTS`` input
+    elements per block), else SIMD lanes over consecutive output elements, as the loop emitter lays them out."""
+    output = index_shape(hero.shape)
+    if variant(hero, device) == "row":
+        row = math.prod(hero.operands[0].shape.dimensions) // max(1, math.prod(output.dimensions))
+        rows = max(1, min(device.threads_per_block * max(1, device.max_vector), ROW_BLOCK_ELEMENTS // max(1, row)))
+        return loop_launch_dimensions(output, replace(device, threads_per_block=rows, max_vector=1))
+    return loop_launch_dimensions(output, device, device.rows_hold_vectors)
+
+
+def side_output_map(output_map: IndexingMap, hero: HloInstruction) -> IndexingMap:
+    """``(th_x, bl_x)[vector_index, r0, r1, ...] -> (input indices)``: the input elements the outputs of
+    ``output_map`` reduce, the reduced dimensions ``r0, r1, ...`` in row-major order."""
+    operand = hero.operands[0].shape
+    reduced = sorted(hero.attr("dimensions") or ())
+    offset = len(output_map.range_vars)
+    kept = iter(output_map.results)
+    results = [sym(offset + reduced.index(d)) if d in reduced else next(kept) for d in range(len(operand.dimensions))]
+    ranges = [*output_map.range_vars, *(Variable(Interval(0, operand.dimensions[d] - 1), f"r{k}")
+                                        for k, d in enumerate(reduced))]
+    return IndexingMap.from_exprs(results, output_map.dim_vars, ranges, constraints=output_map.constraints)
+
+
+def emit_reduction_fusion(fusion: HloInstruction, device: Device, slice_indices: Sequence[int] | None = None) \
+        -> tuple[ModuleOp, LaunchDimensions]:
+    """The MLIR module of a reduction fusion: ``@main`` with an ``xla.loop`` over the output elements of each
+    block (and one over the input elements they reduce, for side outputs), and the subgraphs' functions."""
+    info = reduction_fusion(fusion)
+    if info is None:
+        raise VerifyError(f"fusion {fusion.name} is not a reduction fusion the reduction emitter handles")
+    computation = fusion.fused_computation
+    for root in computation_roots(computation):
+        result_types(root)
+    launch = reduction_launch(info.hero, device)
+    output_map = thread_id_to_output_map(launch, index_shape(info.hero.shape))
+    if not info.side_outputs:
+        partitioned = partition(computation)
+        called = CalledFunctions([ENTRY_NAME, *(s.name for s in partitioned.subgraphs)])
+        functions = [emit_subgraph_function(partitioned, s, called) for s in partitioned.subgraphs]
+        entry = elementwise_entry_function(partitioned, fusion, launch, output_map)
+    else:
+        reductions = derived_partition(computation, "reductions", list(info.reduction_roots))
+        sides = derived_partition(computation, "side_outputs", list(info.side_outputs))
+        partitions = (reductions, sides)
+        called = CalledFunctions([ENTRY_NAME, *(s.name for p in partitions for s in p.subgraphs)])
+        functions = [emit_subgraph_function(p, s, called) for p in partitions for s in p.subgraphs]
+        entry = _entry_with_side_outputs(fusion, info, reductions, sides, launch, output_map)
+    finish_entry(entry, fusion, device, slice_indices)
+    return ModuleOp([entry, *functions, *called.functions]), launch
+
+
+def _entry_with_side_outputs(fusion: HloInstruction, info: ReductionFusion, reductions: PartitionedComputation,
+                             sides: PartitionedComputation, launch: LaunchDimensions,
+                             output_map: IndexingMap) -> func.FuncOp:
+    """``@main`` of a fusion with side outputs: a loop writing the reduction roots at the output indices, then a
+    loop writing the side outputs at the input indices those outputs reduce."""
+    shapes = fusion_output_shapes(fusion)
+    param_types = [tensor_type(p.shape, p.name) for p in buffer_arguments(reductions)]
+    output_types = [tensor_type(s, fusion.name) for s in shapes]
+    block, params, outputs = entry_block(param_types, output_types)
+    if len(params) == 1:
+        params[0].name_hint = "input"
+    builder = Builder(InsertPoint.at_end(block))
+    thread_id, block_id = launch_ids(builder, launch.threads_per_block, launch.blocks)
+    current: list[SSAValue] = list(outputs)
+    for part, roots, indexing_map in ((reductions, info.reduction_roots, output_map),
+                                      (sides, info.side_outputs, side_output_map(output_map, info.hero))):
+        written = [p for r in roots for p in info.outputs[r.name]]
+        loop = builder.insert(LoopOp([thread_id, block_id], indexing_map, [current[p] for p in written]))
+        loop.results[0].name_hint = "xla_loop"
+        body = loop.body.block
+        symbols = len(indexing_map.range_vars)
+        indices = list(body.args[symbols:symbols + len(indexing_map.results)])
+        iters = iter(body.args[symbols + len(indexing_map.results):])
+        inner = Builder(InsertPoint.at_end(body))
+        call = inner.insert(PureCallOp(part.root_subgraph.name, [*params, *indices], root_result_types(part)))
+        call.results[0].name_hint = "pure_call"
+        positions = root_positions(part)
+        inserted = []
+        for root in roots:
+            for k in range(len(info.outputs[root.name])):
+                op = inner.insert(tensor.InsertOp(call.results[positions[root.name] + k], next(iters), indices))
+                op.result.name_hint = "inserted"
+                inserted.append(op.result)
+        inner.insert(YieldOp(inserted))
+        for p, result in zip(written, loop.results):
+            current[p] = result
+    builder.insert(func.ReturnOp(*current))
+    return func.FuncOp(ENTRY_NAME, ([*param_types, *output_types], output_types), Region(block))
+
+
+__all__ = ["ROW_BLOCK_ELEMENTS", "VARIANTS", "ReductionFusion", "ReductionShape", "emit_reduction_fusion",
+           "is_reduction_fusion", "reduction_fusion", "reduction_launch", "reduction_output_elements",
+           "reduction_shape", "side_output_map", "variant"]
