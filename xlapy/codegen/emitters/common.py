@@ -5,6 +5,7 @@ provide an instruction's values to an emitter that does not write the root (XLA'
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, func, tensor
@@ -107,6 +108,35 @@ def index_value(builder: Builder, value: SSAValue, element_type: str) -> SSAValu
     return builder.insert(arith.IndexCastOp(value, IndexType())).result
 
 
+class EntryStart(NamedTuple):
+    """The start of a fusion's ``@main``: its block and arguments, a builder at the block's end and the launch ids."""
+
+    block: Block
+    params: list[BlockArgument]
+    outputs: list[BlockArgument]
+    builder: Builder
+    thread_id: SSAValue
+    block_id: SSAValue
+
+
+def entry_function(block: Block, outputs: Sequence[BlockArgument]) -> func.FuncOp:
+    """``@main`` of ``block`` (begun by ``start_entry``): its arguments in, the ``outputs`` among them returned."""
+    return func.FuncOp(ENTRY_NAME, ([a.type for a in block.args], [o.type for o in outputs]), Region(block))
+
+
+def start_entry(partitioned: PartitionedComputation, fusion: HloInstruction, launch: LaunchDimensions) -> EntryStart:
+    """``@main``'s block with the buffers of ``partitioned``'s parameters and of ``fusion``'s outputs as arguments
+    (a lone parameter named ``input``), and the thread and block ids of ``launch``."""
+    param_types = [tensor_type(p.shape, p.name) for p in buffer_arguments(partitioned)]
+    output_types = [tensor_type(s, fusion.name) for s in fusion_output_shapes(fusion)]
+    block, params, outputs = entry_block(param_types, output_types)
+    if len(params) == 1:
+        params[0].name_hint = "input"
+    builder = Builder(InsertPoint.at_end(block))
+    thread_id, block_id = launch_ids(builder, launch.threads_per_block, launch.blocks)
+    return EntryStart(block, params, outputs, builder, thread_id, block_id)
+
+
 def elementwise_entry_function(partitioned: PartitionedComputation, fusion: HloInstruction,
                                launch: LaunchDimensions, indexing_map: IndexingMap) -> func.FuncOp:
     """The entry function of the loop and transpose emitters: one ``xla.loop`` over ``indexing_map`` (thread and
@@ -114,13 +144,7 @@ def elementwise_entry_function(partitioned: PartitionedComputation, fusion: HloI
     into the outputs."""
     computation = partitioned.computation
     output_shapes = fusion_output_shapes(fusion)
-    param_types = [tensor_type(p.shape, p.name) for p in buffer_arguments(partitioned)]
-    output_types = [tensor_type(s, fusion.name) for s in output_shapes]
-    block, params, outputs = entry_block(param_types, output_types)
-    if len(params) == 1:
-        params[0].name_hint = "input"
-    builder = Builder(InsertPoint.at_end(block))
-    thread_id, block_id = launch_ids(builder, launch.threads_per_block, launch.blocks)
+    block, params, outputs, builder, thread_id, block_id = start_entry(partitioned, fusion, launch)
     loop = builder.insert(LoopOp([thread_id, block_id], indexing_map, outputs))
     loop.results[0].name_hint = "xla_loop"
     body = loop.body.block
@@ -139,7 +163,7 @@ def elementwise_entry_function(partitioned: PartitionedComputation, fusion: HloI
         inserted.append(op.result)
     inner.insert(YieldOp(inserted))
     builder.insert(func.ReturnOp(*loop.results))
-    return func.FuncOp(ENTRY_NAME, ([*param_types, *output_types], output_types), Region(block))
+    return entry_function(block, outputs)
 
 
 def _output_positions(computation: HloComputation, partitioned: PartitionedComputation) -> list[int]:

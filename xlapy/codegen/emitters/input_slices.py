@@ -24,18 +24,17 @@ from xdsl.ir import Block, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from xlapy.codegen.dialect import LoopOp, YieldOp
-from xlapy.codegen.elemental_rules import CalledFunctions, buffer_arguments, emit_subgraph_function
+from xlapy.codegen.elemental_rules import CalledFunctions, emit_subgraph_function
 from xlapy.codegen.emitters.common import (
     ENTRY_NAME,
     derived_partition,
-    entry_block,
+    entry_function,
     finish_entry,
     fusion_output_shapes,
-    launch_ids,
+    start_entry,
     values_at,
 )
 from xlapy.codegen.launch import Device, LaunchDimensions, loop_launch_dimensions, thread_id_to_output_map
-from xlapy.codegen.types import tensor_type
 from xlapy.errors import VerifyError
 from xlapy.hlo.ir import HloInstruction
 from xlapy.shapes import Shape
@@ -85,13 +84,7 @@ def emit_input_slices_fusion(fusion: HloInstruction, device: Device, slice_indic
     called = CalledFunctions([ENTRY_NAME, *(s.name for s in values.subgraphs)])
     functions = [emit_subgraph_function(values, s, called) for s in values.subgraphs]
 
-    param_types = [tensor_type(p.shape, p.name) for p in buffer_arguments(values)]
-    output_types = [tensor_type(s, fusion.name) for s in fusion_output_shapes(fusion)]
-    block, params, outputs = entry_block(param_types, output_types)
-    if len(params) == 1:
-        params[0].name_hint = "input"
-    builder = Builder(InsertPoint.at_end(block))
-    thread_id, block_id = launch_ids(builder, launch.threads_per_block, launch.blocks)
+    block, params, outputs, builder, thread_id, block_id = start_entry(values, fusion, launch)
     constants: dict[int, SSAValue] = {}
 
     def index(value: int) -> SSAValue:
@@ -113,7 +106,7 @@ def emit_input_slices_fusion(fusion: HloInstruction, device: Device, slice_indic
         written.append(_write_slice(inner, piece, value_of[id(piece.operands[0])], into, at, index))
     inner.insert(YieldOp(written))
     builder.insert(func.ReturnOp(*loop.results))
-    entry = func.FuncOp(ENTRY_NAME, ([*param_types, *output_types], output_types), Region(block))
+    entry = entry_function(block, outputs)
     finish_entry(entry, fusion, device, slice_indices)
     return ModuleOp([entry, *functions, *called.functions]), launch
 

@@ -78,26 +78,25 @@ from dataclasses import dataclass, replace
 from xdsl.builder import Builder
 from xdsl.dialects import func, tensor
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Region, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint
 
 from xlapy.codegen.dialect import LoopOp, PureCallOp, YieldOp
 from xlapy.codegen.elemental_reduce import PARTIAL_ACCUMULATOR_BYTES
-from xlapy.codegen.elemental_rules import CalledFunctions, buffer_arguments, emit_subgraph_function, result_types
+from xlapy.codegen.elemental_rules import CalledFunctions, emit_subgraph_function, result_types
 from xlapy.codegen.emitters.common import (
     ENTRY_NAME,
     derived_partition,
     elementwise_entry_function,
-    entry_block,
+    entry_function,
     finish_entry,
     fusion_output_shapes,
-    launch_ids,
     root_positions,
     root_result_types,
+    start_entry,
 )
 from xlapy.codegen.launch import Device, LaunchDimensions, loop_launch_dimensions, thread_id_to_output_map
 from xlapy.codegen.partitioner import PartitionedComputation, computation_roots, index_shape, partition
-from xlapy.codegen.types import tensor_type
 from xlapy.errors import VerifyError
 from xlapy.hlo.ir import HloInstruction
 from xlapy.indexing import IndexingMap
@@ -269,14 +268,7 @@ def _entry_with_side_outputs(fusion: HloInstruction, info: ReductionFusion, redu
                              output_map: IndexingMap) -> func.FuncOp:
     """``@main`` of a fusion with side outputs: a loop writing the reduction roots at the output indices, then a
     loop writing the side outputs at the input indices those outputs reduce."""
-    shapes = fusion_output_shapes(fusion)
-    param_types = [tensor_type(p.shape, p.name) for p in buffer_arguments(reductions)]
-    output_types = [tensor_type(s, fusion.name) for s in shapes]
-    block, params, outputs = entry_block(param_types, output_types)
-    if len(params) == 1:
-        params[0].name_hint = "input"
-    builder = Builder(InsertPoint.at_end(block))
-    thread_id, block_id = launch_ids(builder, launch.threads_per_block, launch.blocks)
+    block, params, outputs, builder, thread_id, block_id = start_entry(reductions, fusion, launch)
     current: list[SSAValue] = list(outputs)
     for part, roots, indexing_map in ((reductions, info.reduction_roots, output_map),
                                       (sides, info.side_outputs, side_output_map(output_map, info.hero))):
@@ -301,7 +293,7 @@ def _entry_with_side_outputs(fusion: HloInstruction, info: ReductionFusion, redu
         for p, result in zip(written, loop.results):
             current[p] = result
     builder.insert(func.ReturnOp(*current))
-    return func.FuncOp(ENTRY_NAME, ([*param_types, *output_types], output_types), Region(block))
+    return entry_function(block, outputs)
 
 
 __all__ = ["ROW_BLOCK_ELEMENTS", "VARIANTS", "ReductionFusion", "ReductionShape", "emit_reduction_fusion",

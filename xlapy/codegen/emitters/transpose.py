@@ -85,10 +85,10 @@ from xlapy.codegen.elemental_rules import CalledFunctions, buffer_arguments, emi
 from xlapy.codegen.emitters.common import (
     ENTRY_NAME,
     elementwise_entry_function,
-    entry_block,
+    entry_function,
     finish_entry,
     fusion_output_shapes,
-    launch_ids,
+    start_entry,
 )
 from xlapy.codegen.launch import Device, LaunchDimensions
 from xlapy.codegen.partitioner import PartitionedComputation, Subgraph, computation_roots, partition
@@ -431,13 +431,7 @@ def _emit_shared_tile(fusion: HloInstruction, hero: HloInstruction, device: Devi
     prologue = _function(prologue_name, partitioned, [operand], rank, called)
     epilogue = _function(epilogue_name, partitioned, outputs, rank, called, bound=hero)
 
-    param_types = [tensor_type(p.shape, p.name) for p in buffer_arguments(partitioned)]
-    output_types = [tensor_type(s, fusion.name) for s in fusion_output_shapes(fusion)]
-    block, params, output_args = entry_block(param_types, output_types)
-    if len(params) == 1:
-        params[0].name_hint = "input"
-    builder = Builder(InsertPoint.at_end(block))
-    thread_id, block_id = launch_ids(builder, launch.threads_per_block, launch.blocks)
+    block, params, output_args, builder, thread_id, block_id = start_entry(partitioned, fusion, launch)
     sizes = shared_tile_sizes(hero)
     minor, read_minor = _shared_tile_dims(hero)  # type: ignore[misc]
     tile_type = TensorType(element_type(operand.shape.element_type, operand.name), [sizes[minor], sizes[read_minor]])
@@ -468,6 +462,6 @@ def _emit_shared_tile(fusion: HloInstruction, hero: HloInstruction, device: Devi
               for v, into in zip(values.results, write.iter_args)]
     body.insert(YieldOp(stored))
     builder.insert(func.ReturnOp(*write.results))
-    entry = func.FuncOp(ENTRY_NAME, ([*param_types, *output_types], output_types), Region(block))
+    entry = entry_function(block, output_args)
     finish_entry(entry, fusion, device, slice_indices)
     return ModuleOp([entry, prologue, epilogue, *called.functions]), launch
