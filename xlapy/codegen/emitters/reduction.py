@@ -213,13 +213,19 @@ def reduction_output_elements(info: ReductionFusion) -> int:
 
 def reduction_launch(hero: HloInstruction, device: Device) -> LaunchDimensions:
     """The launch over the hero's output elements: a thread per row for ``row`` (``ROW_BLOCK_ELEMENTS`` input
-    elements per block), else SIMD lanes over consecutive output elements, as the loop emitter lays them out."""
+    elements per block), else SIMD lanes over consecutive output elements, as the loop emitter lays them out,
+    with blocks of about ``ROW_BLOCK_ELEMENTS`` input elements too."""
     output = index_shape(hero.shape)
     if variant(hero, device) == "row":
         row = math.prod(hero.operands[0].shape.dimensions) // max(1, math.prod(output.dimensions))
         rows = max(1, min(device.threads_per_block * max(1, device.max_vector), ROW_BLOCK_ELEMENTS // max(1, row)))
         return loop_launch_dimensions(output, replace(device, threads_per_block=rows, max_vector=1))
-    return loop_launch_dimensions(output, device, device.rows_hold_vectors)
+    # Columns: a thread reads its vector's column all the way down; as many threads per block as keep a block
+    # near ROW_BLOCK_ELEMENTS input elements, so that the columns spread over the cores.
+    launch = loop_launch_dimensions(output, device, device.rows_hold_vectors)
+    column = math.prod(hero.operands[0].shape.dimensions) // max(1, math.prod(output.dimensions))
+    threads = max(1, min(launch.threads_per_block, ROW_BLOCK_ELEMENTS // max(1, column * launch.vector_size)))
+    return loop_launch_dimensions(output, replace(device, threads_per_block=threads), device.rows_hold_vectors)
 
 
 def side_output_map(output_map: IndexingMap, hero: HloInstruction) -> IndexingMap:
