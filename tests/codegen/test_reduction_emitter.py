@@ -42,7 +42,7 @@ from xlapy.codegen.emitters.reduction import (
 from xlapy.codegen.launch import Device, thread_id_to_output_map
 from xlapy.codegen.mlir_text import print_mlir
 from xlapy.codegen.partitioner import index_shape
-from xlapy.codegen.pipeline import emitter_name
+from xlapy.codegen.pipeline import Dumper, emitter_name, lower_fusion
 from xlapy.errors import VerifyError
 from xlapy.hlo.ir import HloInstruction
 from xlapy.indexing.affine import evaluate
@@ -176,6 +176,179 @@ def test_row_sums_are_the_same_for_any_number_of_workers(monkeypatch):
         monkeypatch.setattr(thread_pool, "worker_count", lambda w=workers: w)
         results.append(xlapy.compile(xlapy.parse_hlo(text), run_hlo_passes=False)(x))
     assert all(r.tobytes() == results[0].tobytes() for r in results)
+
+
+# -- argmax and argmin rows ---------------------------------------------------------------------------------------
+
+_ARG = """HloModule arg
+r {{
+  va = {t}[] parameter(0)  ia = s32[] parameter(1)  vb = {t}[] parameter(2)  ib = s32[] parameter(3)
+  {keep}
+  value = {t}[] select(keep, va, vb)
+  equal = pred[] compare(va, vb), direction=EQ
+  smaller = pred[] compare(ia, ib), direction=LT
+  tie = pred[] and(equal, smaller)
+  take_a = pred[] or(keep, tie)
+  index = s32[] select(take_a, ia, ib)
+  ROOT result = ({t}[], s32[]) tuple(value, index)
+}}
+f {{
+  x = {t}[{rows},{n}] parameter(0)
+  positions = s32[{rows},{n}] iota(), iota_dimension=1
+  init = {t}[] constant({init})
+  zero = s32[] constant(0)
+  ROOT r = ({t}[{rows}], s32[{rows}]) reduce(x, positions, init, zero), dimensions={{1}}, to_apply=r
+}}
+ENTRY e {{
+  p = {t}[{rows},{n}] parameter(0)
+  ROOT fusion = ({t}[{rows}], s32[{rows}]) fusion(p), kind=kLoop, calls=f
+}}
+"""
+
+
+def _arg_module(element_type: str, which: str, rows: int, n: int) -> str:
+    """jax's reducer of ``jnp.argmax`` / ``jnp.argmin`` (``_argmax`` / ``_argmin`` in ``jax/_src/lax/lax.py``): the
+    value keeps the last of equal values, the index the first; floats test for NaN (the first NaN wins)."""
+    direction = {"argmax": "GT", "argmin": "LT"}[which]
+    if not ELEMENT_TYPES[element_type].is_integral:
+        keep = (f"better = pred[] compare(va, vb), direction={direction}\n"
+                "  nan = pred[] compare(va, va), direction=NE\n  keep = pred[] or(better, nan)")
+        init = "-inf" if which == "argmax" else "inf"
+    else:
+        keep = f"keep = pred[] compare(va, vb), direction={direction}"
+        info = np.iinfo(ELEMENT_TYPES[element_type].dtype)
+        init = info.min if which == "argmax" else info.max
+    return _ARG.format(t=element_type, keep=keep, init=init, rows=rows, n=n)
+
+
+def _rows_with_ties(element_type: str, rows: int, n: int, seed: int) -> np.ndarray:
+    """Rows drawn from a few values (ties everywhere), with NaNs of several payloads, infinities and both zeros,
+    and rows made for the corners: all NaN, all -inf, all +inf, only zeros of both signs, one NaN last, the
+    largest and smallest values last, the same value throughout, a few zeros (or NaNs) among equal values."""
+    dtype = ELEMENT_TYPES[element_type].dtype
+    rng = np.random.default_rng(seed)
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        pool = np.array([info.min, info.max, 0, 1, 7, info.max - 1, info.min + 1], dtype)
+        x = rng.choice(pool, size=(rows, n))
+        x[0] = 0
+        x[1, -1], x[2, -1] = info.max, info.min
+        return x
+    bits = {2: np.uint16, 4: np.uint32, 8: np.uint64}[np.dtype(dtype).itemsize]
+    nans = [np.array(np.nan, dtype)]
+    for payload in (1, 2):  # quiet NaNs with other payloads, one negative
+        nan = np.array(np.nan, dtype).view(bits) | np.asarray(payload, bits)
+        nans.append(nan.view(dtype) if payload == 1 else (-nan.view(dtype)))
+    pool = np.array([np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 2.5, -2.5], dtype)
+    x = rng.choice(pool, size=(rows, n))
+    sparse_nans = rng.random((rows, n)) < 1.0 / n  # about one NaN a row
+    x[sparse_nans] = rng.choice(np.array([v.item() for v in nans], dtype), size=int(sparse_nans.sum()))
+    x[0] = nans[1]
+    x[1] = -np.inf
+    x[2] = np.inf
+    x[3] = rng.choice(np.array([0.0, -0.0], dtype), size=n)
+    x[4] = -1.0
+    x[4, -1] = nans[2]
+    x[5] = -1.0
+    x[5, -1] = np.inf
+    x[6] = 0.0
+    x[6, -1] = -0.0
+    # Zeros among -1s: the last zero is in a lane whose first zero comes before another lane's (lanes of 64 bytes).
+    lanes = 64 // np.dtype(dtype).itemsize
+    x[7] = -1.0
+    x[7, [1, 2, lanes + 1]] = np.array([0.0, -0.0, 0.0], dtype)
+    x[8:12] = np.where(rng.random((4, n)) < 4.0 / n, rng.choice(np.array([0.0, -0.0], dtype), size=(4, n)),
+                       np.array([[-1.0], [-1.0], [1.0], [1.0]], dtype))  # for argmax and for argmin
+    x[16] = 1.0
+    x[16, [1, 2, lanes + 1]] = np.array([0.0, -0.0, 0.0], dtype)
+    x[12:16] = np.where(rng.random((4, n)) < 4.0 / n, rng.choice(np.array([v.item() for v in nans], dtype),
+                                                                  size=(4, n)), 1.0)
+    return x
+
+
+# Rows of 4 and 5 vectors of 64 bytes take per-lane accumulators; 4 vectors and 3 elements keep the elemental order.
+@pytest.mark.parametrize("element_type", ["f32", "f64", "bf16", "f16", "s32", "s8", "u8"])
+@pytest.mark.parametrize("which", ["argmax", "argmin"])
+@pytest.mark.parametrize("vectors", [4, 5, 4.25])
+def test_argmax_and_argmin_rows_are_the_interpreters_bit_for_bit(element_type: str, which: str, vectors: float):
+    lanes = 64 // ELEMENT_TYPES[element_type].byte_width
+    n = int(vectors * lanes) if vectors == int(vectors) else 4 * lanes + 3
+    rows = 24
+    text = _arg_module(element_type, which, rows, n)
+    module = xlapy.parse_hlo(text)
+    emitted, _ = emit_reduction_fusion(_fusion(module), WIDE_HOST)
+    assert (f"vector<{lanes}x" in print_mlir(emitted)) == (n % lanes == 0)
+    executable = xlapy.compile(xlapy.parse_hlo(text), run_hlo_passes=False)
+    for seed in (0, 1):
+        x = _rows_with_ties(element_type, rows, n, seed)
+        (value, index), (expected_value, expected_index) = executable(x), xlapy.evaluate(module, x)
+        assert index.tobytes() == expected_index.tobytes(), f"seed {seed}"
+        assert value.tobytes() == expected_value.tobytes(), f"seed {seed}"
+
+
+def test_argmax_rows_become_vector_code(tmp_path):
+    """After ``vectorize-lanes``, the chunk loop of ``argmax_rows.hlo`` carries (value, index, last index) vectors
+    and its body is vector code: one read of 16 values, the reducer's compares and selects on whole vectors."""
+    fusion = _fusion(xlapy.parse_hlo((DATA / "argmax_rows.hlo").read_text()))
+    lower_fusion(fusion, WIDE_HOST, Dumper.create(tmp_path, "vectorize-lanes"))
+    (dump,) = tmp_path.glob("*.vectorize-lanes.mlir")
+    checks = """
+// CHECK:      scf.for {{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xi32>, vector<16xi32>)
+// CHECK:        vector.transfer_read {{.*}} vector<16xf32>
+// CHECK:        arith.cmpf ogt, {{.*}} : vector<16xf32>
+// CHECK:        arith.cmpf une, {{.*}} : vector<16xf32>
+// CHECK:        arith.select {{.*}} : vector<16xi1>, vector<16xf32>
+// CHECK:        arith.select {{.*}} : vector<16xi1>, vector<16xi32>
+// CHECK:        scf.yield {{.*}} : vector<16xf32>, vector<16xi32>, vector<16xi32>
+// CHECK-NOT:  scf.for
+// CHECK:      vector.extract {{.*}}[15] : i32 from vector<16xi32>
+"""
+    filecheck(dump.read_text(), checks, tmp_path)
+
+
+# Reducers and operands the per-lane accumulators do not reproduce keep the elemental order: no NaN test (a NaN
+# would lose to the next element), equal values taking the later index, positions that are not the row's iota, an
+# IEEE total order (-0 < +0).
+@pytest.mark.parametrize(("old", "new"), [
+    ("  nan = pred[] compare(va, va), direction=NE\n  keep = pred[] or(better, nan)",
+     "  keep = pred[] or(better, better)"),
+    ("tie = pred[] and(equal, smaller)", "tie = pred[] and(equal, equal)"),
+    ("positions = s32[24,256] iota(), iota_dimension=1", "positions = s32[24,256] iota(), iota_dimension=0"),
+    ("better = pred[] compare(va, vb), direction=GT", "better = pred[] compare(va, vb), direction=GT, type=TOTALORDER"),
+])
+def test_other_variadic_rows_keep_the_elemental_order(old: str, new: str):
+    text = _arg_module("f32", "argmax", 24, 256)
+    assert old in text
+    text = text.replace(old, new)
+    module = xlapy.parse_hlo(text)
+    emitted, _ = emit_reduction_fusion(_fusion(module), WIDE_HOST)
+    assert "vector<" not in print_mlir(emitted)
+    x = _rows_with_ties("f32", 24, 256, 4)
+    got, expected = xlapy.compile(xlapy.parse_hlo(text), run_hlo_passes=False)(x), xlapy.evaluate(module, x)
+    assert all(g.tobytes() == e.tobytes() for g, e in zip(got, expected))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int32", "uint8"])
+@pytest.mark.parametrize("which", ["argmax", "argmin"])
+def test_argmax_and_argmin_match_xla_cpu(dtype: str, which: str, tmp_path):
+    """``jnp.argmax`` / ``jnp.argmin`` over the rows, through xlapy and through XLA:CPU, on the same arrays."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from xlapy.frontends.jax import jit
+
+    element_type = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "int32": "s32", "uint8": "u8"}[dtype]
+    n = 8 * 64 // ELEMENT_TYPES[element_type].byte_width
+    x = _rows_with_ties(element_type, 40, n, 3)
+
+    def reduce_rows(a):
+        return getattr(jnp, which)(a, axis=-1)
+
+    got = jit(reduce_rows, dump_to=str(tmp_path))(x)
+    expected = np.asarray(jax.jit(reduce_rows)(x))
+    np.testing.assert_array_equal(got, expected)
+    dumps = [p.read_text() for p in tmp_path.rglob("*.vectorize-lanes.mlir")]
+    assert any(re.search(r"arith\.cmpi slt, .* : vector<\d+xi32>", d) for d in dumps)
 
 
 # -- the emitter's pieces ---------------------------------------------------------------------------------------

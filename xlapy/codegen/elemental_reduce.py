@@ -21,6 +21,24 @@ combine the accumulators with the input elements by calling the reducer computat
   ``p[k] = reducer(p[k], input[..., c * V + k])``; then while ``V' > 1`` lanes are left,
   ``p[k] = reducer(p[k], p[k + V'/2])`` for ``k < V'/2``; the result is ``reducer(init, p[0])``. Other rows
   (too short, or a length a vector read would straddle) keep the order above.
+- ``reduce`` of a row by an argmax or argmin reducer (``_arg_reducer``: jax's ``_argmax`` / ``_argmin``, where the
+  accumulator ``a`` wins over the element ``b`` when it is a NaN, better, or equal with a smaller index) together
+  with the row's positions (an iota along the reduced dimension, the physically minor one and the only one reduced),
+  over ``n`` elements, a multiple of ``V`` = 64 bytes of values with ``n >= 4V``: lane ``k`` starts at element ``k``
+  and folds ``k + V, k + 2V, ...`` in with the reducer; the lanes are halved as above, but the two states are
+  ordered by index before the reducer combines them; the result is ``reducer(init, lanes)``. That is the
+  sequential fold, bit for bit, for every input. Order the (value, index) pairs of the row by ``T``: NaNs above
+  numbers and by the smaller index among themselves, numbers by the better value, equal numbers (-0 == +0) by the
+  smaller index. Positions are distinct, so ``T`` is total, and when ``a``'s index is the smaller the reducer
+  returns ``T``'s larger (``a`` a NaN: ``a``; ``b`` a NaN: no compare holds, ``b``; else the better, or the smaller
+  index). The sequential fold, the lanes' folds and the ordered halving all call it so: each gives the ``T``-maximum
+  of its elements, and the maximum under a total order does not depend on the grouping. The init value comes first
+  in the sequential fold and stays until an element wins against it; the maximum ``M`` of the elements is not
+  among those that lost to it (it is not below the first winner), so the fold is ``reducer(init, M)``. The value
+  output of jax's reducer selects with ``keep`` (NaN or better, no tie-break): of equal values it keeps the later,
+  which shows as the sign of a zero. Floats then carry a third vector, the index of the element each lane's value
+  is, and the halving orders the lanes by it for the value: the same argument with equal numbers ordered by the
+  larger index. (Equal integers are equal bits; reducers of other forms keep the order above.)
 - ``reduce-window``: the window positions in row-major order; positions in the padding or in a hole of the base
   dilation are outside the map's domain and skipped (not combined with the init value).
 - ``dot`` (XLA's ``EmitDotLoop``): the contracting dimensions in row-major order, ``acc = acc + lhs * rhs``
@@ -60,6 +78,8 @@ def _reduction(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> 
     (input_map,) = op_output_to_input(instr)[0]
     if instr.opcode == "reduce" and (row := _row_reduction(instr, input_map)) is not None:
         return _emit_row_reduction(em, instr, indices, input_map, row)
+    if instr.opcode == "reduce" and (arg := _arg_row_reduction(instr, input_map)) is not None:
+        return _emit_arg_row_reduction(em, instr, indices, input_map, arg)
     inits = [em.operand(instr, count + k, ()) for k in range(count)]
     reducer = instr.called_computations[0]
 
@@ -278,3 +298,233 @@ def _apply_reducer(em: FunctionEmitter, reducer: HloComputation, accumulator: SS
                              em.called, bound={first: accumulator, second: element})
     inline.builder = em.builder
     return inline.emit_scalar(reducer.root, ())
+
+
+# -- argmax / argmin rows: per-lane (value, index) accumulators ---------------------------------------------------
+
+_BETTER = {"GT": ("max", True), "GE": ("max", False), "LT": ("min", True), "LE": ("min", False)}
+
+
+@dataclass(frozen=True)
+class _ArgRowReduction:
+    """A variadic reduce of a row and its positions by an argmax or argmin reducer: ``size`` elements read
+    ``lanes`` at a time; ``value_keeps_last`` when the reducer's value output takes the later of two equal values
+    (its index output always takes the smaller index)."""
+
+    size: int
+    lanes: int
+    value_keeps_last: bool
+
+
+def _compare_of(instr: HloInstruction, lhs: HloInstruction, rhs: HloInstruction, directions) -> str | None:
+    """The direction of ``instr`` when it is a compare of ``lhs`` with ``rhs`` in one of ``directions`` (IEEE
+    order for floats: a total-order compare orders -0 before +0 and the NaNs)."""
+    if (instr.opcode == "compare" and tuple(instr.operands) == (lhs, rhs) and instr.attr("direction") in directions
+            and instr.attr("type") != "TOTALORDER"):
+        return instr.attr("direction")
+    return None
+
+
+def _pair(instr: HloInstruction, opcode: str) -> tuple[HloInstruction, HloInstruction] | None:
+    if instr.opcode == opcode and len(instr.operands) == 2:
+        return instr.operands[0], instr.operands[1]
+    return None
+
+
+def _arg_reducer(reducer: HloComputation, is_float_value: bool) -> bool | None:
+    """``value_keeps_last`` of an argmax or argmin reducer of ``(value_a, index_a, value_b, index_b)``, or None when
+    ``reducer`` is not one. It must read (``a`` the accumulator, ``b`` the element; jax's ``_argmax``/``_argmin``)::
+
+        better = compare(value_a, value_b), direction=GT (or GE; LT or LE for argmin)
+        keep = or(better, compare(value_a, value_a), direction=NE)     // the NaN test: required for floats
+        take_a = or(keep, and(compare(value_a, value_b), direction=EQ, compare(index_a, index_b), direction=LT))
+        tuple(select(keep or take_a, value_a, value_b), select(take_a, index_a, index_b))
+
+    (``take_a`` may be ``keep`` itself when ``better`` is GE or LE, the operands of ``or`` and ``and`` in either
+    order). So ``b`` wins unless ``a`` is a NaN, better, or equal with a smaller index: the index is that of the
+    first NaN, else of the first best value; the value is the same element's, or with ``select(keep, ...)`` and a
+    strict comparison the last of the values equal to the best (-0 and +0 are equal)."""
+    if len(reducer.parameters) != 4 or reducer.root.opcode != "tuple" or len(reducer.root.operands) != 2:
+        return None
+    value_a, index_a, value_b, index_b = reducer.parameters
+    value_select, index_select = reducer.root.operands
+    if (value_select.opcode != "select" or tuple(value_select.operands[1:]) != (value_a, value_b)
+            or index_select.opcode != "select" or tuple(index_select.operands[1:]) != (index_a, index_b)):
+        return None
+
+    def keep_of(instr: HloInstruction) -> tuple[HloInstruction, str] | None:
+        """(keep, the direction of ``better``) when ``instr`` is ``keep``."""
+        if (direction := _compare_of(instr, value_a, value_b, _BETTER)) is not None:
+            return (instr, direction) if not is_float_value else None  # a float reducer must test for NaN
+        if (operands := _pair(instr, "or")) is None:
+            return None
+        for better, nan in (operands, operands[::-1]):
+            direction = _compare_of(better, value_a, value_b, _BETTER)
+            if direction is not None and _compare_of(nan, value_a, value_a, ("NE",)) is not None:
+                return instr, direction
+        return None
+
+    take_a = index_select.operands[0]
+    found = keep_of(take_a)
+    has_tie_break = False
+    if found is None and (operands := _pair(take_a, "or")) is not None:
+        for keep, tie in (operands, operands[::-1]):
+            if (found := keep_of(keep)) is not None and (tie_operands := _pair(tie, "and")) is not None:
+                has_tie_break = any(
+                    _compare_of(equal, value_a, value_b, ("EQ",)) and _compare_of(smaller, index_a, index_b, ("LT",))
+                    for equal, smaller in (tie_operands, tie_operands[::-1]))
+                if has_tie_break:
+                    break
+            found = None
+    if found is None:
+        return None
+    keep, direction = found
+    strict = _BETTER[direction][1]
+    if strict and not has_tie_break:
+        return None  # equal values would take the later index
+    if value_select.operands[0] is take_a:
+        return False
+    if value_select.operands[0] is keep:
+        return strict  # a non-strict `better` keeps the first of equal values, as the index does
+    return None
+
+
+def _is_position_iota(instr: HloInstruction, dimension: int) -> bool:
+    """Whether ``instr`` is an iota along ``dimension`` (or a broadcast of one onto it): element ``k`` of the row
+    is ``k``."""
+    if instr.opcode == "iota":
+        return instr.attr("iota_dimension") == dimension
+    if instr.opcode == "broadcast" and instr.operands[0].opcode == "iota":
+        iota = instr.operands[0]
+        mapped = list(instr.attr("dimensions") or ())
+        return (iota.shape.element_type == instr.shape.element_type
+                and mapped[iota.attr("iota_dimension")] == dimension)
+    return False
+
+
+def _arg_row_reduction(instr: HloInstruction, input_map: IndexingMap) -> _ArgRowReduction | None:
+    """How ``instr`` reduces with per-lane (value, index) accumulators, or None: it must reduce the physically minor
+    dimension of its values alone, together with the positions along it (an iota), by an argmax or argmin reducer
+    (``_arg_reducer``), the row a multiple of 64 bytes of values and at least ``MIN_CHUNKS`` of them."""
+    if len(instr.operands) != 4 or input_map.constraints or len(input_map.range_vars) != 1:
+        return None
+    values, positions = instr.operands[:2]
+    value_name, index_name = values.shape.element_type, positions.shape.element_type
+    value_info, index_info = ELEMENT_TYPES[value_name], ELEMENT_TYPES[index_name]
+    float_value = is_float(value_name) and not is_narrow_float(value_name) and not is_complex(value_name)
+    if not (float_value or (value_info.is_integral and value_name != "pred" and value_info.bit_width >= 8)):
+        return None
+    if not index_info.is_integral or index_name == "pred" or index_info.bit_width < 8:
+        return None
+    layout = values.shape.layout_or_default
+    if not values.shape.dimensions or layout.tiles:
+        return None
+    minor = layout.minor_to_major[0]
+    if not isinstance(input_map.results[minor], AffineSymExpr) or not _is_position_iota(positions, minor):
+        return None
+    size = values.shape.dimensions[minor]
+    if size - 1 > (1 << (index_info.bit_width - (not is_unsigned(index_name)))) - 1:
+        return None  # the positions would wrap around
+    value_keeps_last = _arg_reducer(instr.called_computations[0], float_value)
+    if value_keeps_last is None:
+        return None
+    lanes = PARTIAL_ACCUMULATOR_BYTES // value_info.byte_width
+    if size % lanes or size < MIN_CHUNKS * lanes:
+        return None
+    # Equal integers are the same bits: which of them the value keeps does not show.
+    return _ArgRowReduction(size, lanes, value_keeps_last and float_value)
+
+
+def _emit_arg_row_reduction(em: FunctionEmitter, instr: HloInstruction, indices: Indices, input_map: IndexingMap,
+                            arg: _ArgRowReduction) -> tuple[SSAValue, SSAValue]:
+    """Lane ``k`` folds elements ``k, k + V, k + 2V, ...`` with the reducer (starting from element ``k``), the lanes
+    are combined by halving with the operands ordered by index, then the init values: the result of the sequential
+    fold (see the module docstring for why)."""
+    value_type = element_type(instr.operands[0].shape.element_type, instr.name)
+    index_type = element_type(instr.operands[1].shape.element_type, instr.name)
+    # Per lane: the value, the index of the reducer's result and, when the value keeps the last of equal values,
+    # the index of the element whose value it holds.
+    types = [value_type, index_type, index_type][:3 if arg.value_keeps_last else 2]
+    vector_types = [VectorType(t, [arg.lanes]) for t in types]
+    chunks = arg.size // arg.lanes
+    dims = [affine.dim(i) for i in range(input_map.num_dims)]
+    minor = affine.add(affine.mul(affine.sym(0), arg.lanes), affine.sym(1))
+    element_map = IndexingMap.from_exprs(
+        [affine.replace(e, dims, [minor]) for e in input_map.results], input_map.dim_vars,
+        [Variable(Interval(0, chunks - 1)), Variable(Interval(0, arg.lanes - 1))])
+    reducer = instr.called_computations[0]
+    value_select, index_select = reducer.root.operands
+
+    def read_chunk(chunk: SSAValue, accumulators: Indices | None) -> list[SSAValue]:
+        # A loop over the lanes, which vectorize-loads-stores and vectorize-lanes turn into vector ops.
+        block = Block(arg_types=[IndexType(), *vector_types])
+        lane, *partials = block.args
+        zeros = [_splat(em, t, 0) for t in vector_types]
+        loop = em.insert(scf.ForOp(em.index(0), em.index(arg.lanes), em.index(1), zeros, Region(block)))
+        with em._region(block):  # values computed in the loop do not dominate what follows it
+            input_indices = tuple(em.insert(ApplyIndexingOp(list(indices), [chunk, lane], element_map)).results)
+            value = em.operand(instr, 0, input_indices)
+            # The positions are an iota along the row: the element's index in it, chunk * V + lane, added in the
+            # index type (not a call of the iota's subgraph, which would keep the lane loop from becoming vector
+            # code, and not 64-bit vector arithmetic: the chunk's part is the same in every lane).
+            first = em.insert(arith.MuliOp(chunk, em.index(arg.lanes))).result
+            position = em.insert(arith.AddiOp(em.insert(arith.IndexCastOp(first, index_type)).result,
+                                              em.insert(arith.IndexCastOp(lane, index_type)).result)).result
+            if accumulators is None:
+                new = [value, position, position][:len(types)]
+            else:
+                old = [em.insert(vector.ExtractOp(a, [lane], t)).result for a, t in zip(accumulators, types)]
+                step = _inline_reducer(em, reducer, [old[0], old[1], value, position])
+                new = [step.emit_scalar(value_select, ()), step.emit_scalar(index_select, ())]
+                if arg.value_keeps_last:
+                    kept = step.emit_scalar(value_select.operands[0], ())
+                    new.append(em.insert(arith.SelectOp(kept, old[2], position)).result)
+            inserted = [em.insert(vector.InsertOp(v, p, [lane])).result for v, p in zip(new, partials)]
+            em.insert(scf.YieldOp(*inserted))
+        return list(loop.results)
+
+    first = read_chunk(em.index(0), None)
+    rest = IndexingMap.from_exprs([affine.sym(0)], [], [Variable(Interval(1, chunks - 1))])
+    partials = em.loop((), rest, first, lambda chunk, accumulators: read_chunk(chunk[0], accumulators))
+    lanes = [[em.insert(vector.ExtractOp(p, [k], t)).result for p, t in zip(partials, types)]
+             for k in range(arg.lanes)]
+    while len(lanes) > 1:
+        half = len(lanes) // 2
+        lanes = [_combine_lanes(em, reducer, lanes[k], lanes[k + half]) for k in range(half)]
+    value, index = lanes[0][:2]
+    inits = [em.operand(instr, 2, ()), em.operand(instr, 3, ())]
+    final = _inline_reducer(em, reducer, [*inits, value, index])
+    return final.emit_scalar(value_select, ()), final.emit_scalar(index_select, ())
+
+
+def _ordered(em: FunctionEmitter, a: list[SSAValue], b: list[SSAValue], key: int) -> tuple[list, list]:
+    """``a`` and ``b`` (lanes' states), the one with the smaller index at ``key`` first (indices are positions in
+    the row: non-negative)."""
+    swap = em.insert(arith.CmpiOp(b[key], a[key], "ult")).result
+    first = [em.insert(arith.SelectOp(swap, y, x)).result for x, y in zip(a, b)]
+    second = [em.insert(arith.SelectOp(swap, x, y)).result for x, y in zip(a, b)]
+    return first, second
+
+
+def _combine_lanes(em: FunctionEmitter, reducer: HloComputation, a: list[SSAValue], b: list[SSAValue]) \
+        -> list[SSAValue]:
+    """Two lanes' states combined by the reducer, the earlier (smaller index) first: for the index, by the index of
+    the reducer's result; for the value when it keeps the last of equal values, by the index of its element."""
+    value_select, index_select = reducer.root.operands
+    lo, hi = _ordered(em, a, b, 1)
+    by_index = _inline_reducer(em, reducer, [lo[0], lo[1], hi[0], hi[1]])
+    index = by_index.emit_scalar(index_select, ())
+    if len(a) == 2:
+        return [by_index.emit_scalar(value_select, ()), index]
+    lo, hi = _ordered(em, a, b, 2)
+    by_last = _inline_reducer(em, reducer, [lo[0], lo[2], hi[0], hi[2]])
+    kept = by_last.emit_scalar(value_select.operands[0], ())
+    return [by_last.emit_scalar(value_select, ()), index, em.insert(arith.SelectOp(kept, lo[2], hi[2])).result]
+
+
+def _inline_reducer(em: FunctionEmitter, reducer: HloComputation, args: list[SSAValue]) -> FunctionEmitter:
+    """An emitter of ``reducer``'s instructions in place, its parameters bound to ``args``."""
+    inline = FunctionEmitter(em.partitioned, em.subgraph, em._function_block, em.params, (), em.called,
+                             bound=dict(zip(reducer.parameters, args)))
+    inline.builder = em.builder
+    return inline

@@ -61,7 +61,11 @@ SIMD width). The order, per output element (``xlapy/codegen/elemental_reduce.py`
   ``log2 V``: within ``gamma(n/V + log2 V + 1) * sum|x|`` of the exact sum (Higham, Accuracy and Stability of
   Numerical Algorithms, 4.2; ``gamma(k) = k*u / (1 - k*u)``), and within that plus ``gamma(n) * sum|x|`` of the
   interpreter's, which is what ``tests/codegen/test_reduction_emitter.py`` checks.
-- every other reduction (columns, short rows, variadic reducers such as argmax, reducers of several ops): the
+- ``row`` with an argmax or argmin reducer of the row and its positions (jax's ``jnp.argmax`` / ``jnp.argmin``),
+  the same row lengths: per-lane (value, index) accumulators, lane ``k`` folding elements ``k, k + V, ...``, then a
+  halving whose two operands are ordered by index. ``elemental_reduce.py`` proves that this is bit for bit the
+  sequential fold for every input, NaNs, infinities and signed zeros included.
+- every other reduction (columns, short rows, other variadic reducers, reducers of several ops): the
   elemental order, ``acc = init``, then the reduced elements in row-major order (bit for bit the interpreter's).
 
 Side outputs are written by a second ``xla.loop`` over the same blocks (a block writes the side outputs of the
