@@ -240,3 +240,14 @@ def test_a_run_that_cannot_follow_drops_everything_prepared():
     assert len(moves) == 1 and context.prepared(follower) is followed and context.prepared(sequence) is run
     context.bind(0, None)  # the follower gives up: everything is prepared afresh
     assert len(moves) == 2 and context.prepared(follower) is not followed and context.prepared(sequence) is not run
+
+
+def test_kernels_that_only_write_memory_run_on_the_calling_thread():
+    fill = """HloModule fill
+ENTRY e { z = f32[] constant(0)  ROOT b = f32[256,1024] broadcast(z), dimensions={} }"""
+    compute = """HloModule compute
+ENTRY e { x = f32[256,1024] parameter(0)  ROOT t = f32[256,1024] tanh(x) }"""
+    (filled,) = [t for t in _compile(fill)[1].thunks.walk() if t.kind == "kernel"]
+    (computed,) = [t for t in _compile(compute)[1].thunks.walk() if t.kind == "kernel"]
+    assert filled.pool_work == 0 and computed.pool_work == 256 * 1024 >= SERIAL_ELEMENTS
+    np.testing.assert_array_equal(_compile(fill)[1](), np.zeros((256, 1024), np.float32))

@@ -49,15 +49,20 @@ class KernelThunk(Thunk):
     elements: int
     kernel: object = None
     blocks: int = 0
-    # The elements the kernel reads or writes, when more than ``elements`` (the elements its launch covers, say a
-    # reduction's outputs): what decides between the calling thread and the pool.
-    work: int = 0
+    # What decides between the calling thread and the pool, when not ``elements`` (the elements its launch
+    # covers): the elements a reduction reads, or 0 for a kernel that runs on the calling thread whatever its size.
+    work: int | None = None
     kind: str = field(default="kernel", init=False)
     slice_indices: tuple[int, ...] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.slice_indices = shared_slice_indices(self.buffer_slices(), f"fusion {self.name}")
         self.refresh()
+
+    @property
+    def pool_work(self) -> int:
+        """The size ``runs_serially`` judges the kernel by."""
+        return self.elements if self.work is None else self.work
 
     def buffer_slices(self) -> list[BufferSlice | None]:
         """The slice of each buffer, in the kernel's order (None for the fused constants, which are arrays of
@@ -112,13 +117,13 @@ class KernelThunk(Thunk):
     def run(self, context: ExecutionContext) -> None:
         buffers = self.buffers(context)
         kernel = self.kernel
-        run_blocks(lambda begin, end: kernel(buffers, begin, end), self.blocks, max(self.elements, self.work))
+        run_blocks(lambda begin, end: kernel(buffers, begin, end), self.blocks, self.pool_work)
 
     def prepare(self, context: ExecutionContext) -> Callable[[], None]:
         """The launch over ``context``'s buffers, checked and bound to the kernel once (``CpuKernel.bind``): a
         loop iteration then only calls the kernel."""
         buffers = self.buffers(context)  # checked before the kernel is asked for anything
-        work = max(self.elements, self.work)
+        work = self.pool_work
         serial = runs_serially(self.blocks, work)
         launch = self.kernel.bind_all_blocks(buffers) if serial else self.kernel.bind(buffers)
         self._follow_allocations(context, launch)
