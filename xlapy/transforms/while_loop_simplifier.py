@@ -73,7 +73,7 @@ class WhileLoopSimplifier(HloPass):
 def removable_state(loop: HloInstruction) -> tuple[dict[int, StandIn], dict[int, StandIn]]:
     """The state elements of ``loop`` it need not carry, each with what stands for it in the loop and, where
     that differs, after it (``while_util.narrow_loop``'s arguments): constants, repeats of an element passed
-    through, and elements the loop does not read (see the module's docstring). None unless the initial state
+    through, and elements the loop does not read (see the module's docstring). Nothing unless the initial state
     and the body's result are ``tuple`` instructions."""
     _, body = while_condition_and_body(loop)
     init, root = loop.operands[0], body.root
