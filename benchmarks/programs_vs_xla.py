@@ -15,9 +15,10 @@ largest result, a bound sums in any order keep). A program whose first run takes
 timed once.
 
 Cases marked * are the hero emitters' (transpose, reduction, concatenate, dynamic-update-slice, scatter):
-their target is ``HERO_TARGET`` x XLA:CPU; the memory-bound ones among them also print their bytes per second
-as a share of the machine's copy bandwidth, measured in the same run (``benchmarks.timing.copy_bandwidth``),
-against ``COPY_SHARE``.
+their target is ``HERO_TARGET`` x XLA:CPU; the memory-bound ones among them also print their speed as a share
+of the machine's copy speed, against ``COPY_SHARE``: a copy of as many bytes as the program reads and writes
+(``benchmarks.timing.reference_copies``) is timed in the same rounds, and the share is its median time over the
+program's. The copy bandwidth of large arrays (``benchmarks.timing.copy_bandwidth``) is printed for reference.
 
 The sizes are memory-bound (a few MB to tens of MB per array), like benchmarks/loop_fusion_vs_xla.py.
 
@@ -54,7 +55,9 @@ from benchmarks.timing import (
     copy_bandwidth,
     format_seconds,
     import_compiler,
+    reference_copies,
     time_alternately,
+    time_in_turns,
     timed,
 )
 from tools.compare import is_float, leaves
@@ -164,7 +167,7 @@ class Program:
     make_args: Callable[[np.random.Generator, float], tuple[Any, ...]]
     # A case of the hero emitters' targets (at least HERO_TARGET x XLA:CPU) ...
     hero: bool = False
-    # ... and one that only moves memory, which should run at COPY_SHARE of the machine's copy bandwidth at least.
+    # ... and one that only moves memory, which should run at COPY_SHARE of the speed of a copy of its bytes.
     memory_bound: bool = False
 
 
@@ -215,7 +218,7 @@ def _programs() -> list[Program]:
 
 # The hero emitters' targets: each hero case at least this many times as fast as XLA:CPU ...
 HERO_TARGET = 1.2
-# ... and the memory-bound ones moving their bytes at this share of the machine's copy bandwidth at least.
+# ... and the memory-bound ones moving their bytes at this share of the speed of a copy of as many bytes at least.
 COPY_SHARE = 0.8
 
 # A program whose first run takes longer than this (seconds) is timed once only.
@@ -242,6 +245,8 @@ class Result:
     bytes_moved: int = 0
     ours: list[float] = field(default_factory=list)
     theirs: list[float] = field(default_factory=list)
+    # A memory-bound program's: the times of copies of as many bytes (``reference_copies``), in the same rounds.
+    copies: list[list[float]] = field(default_factory=list)
     error_xla: float | None = None
     error_interpreter: float | None = None
     notes: list[str] = field(default_factory=list)
@@ -318,7 +323,13 @@ def run_program(program: Program, rounds: int, scale: float, check: bool, cache_
     if first_run > _SLOW_RUN:
         rounds, warm_up = 1, 0
         result.notes.append(f"one run took {format_seconds(first_run)}: timed once, without warm-up")
-    result.ours, result.theirs = time_alternately(lambda: executable(*flat), run_xla, rounds, warm_up)
+    if not program.memory_bound:
+        result.ours, result.theirs = time_alternately(lambda: executable(*flat), run_xla, rounds, warm_up)
+        return result
+    # The copy of as many bytes runs in the same rounds: it sees the same load and the same cache sizes.
+    with reference_copies(result.bytes_moved // 2) as copies:
+        result.ours, result.theirs, *result.copies = time_in_turns([lambda: executable(*flat), run_xla, *copies],
+                                                                   rounds, warm_up)
     return result
 
 
@@ -350,7 +361,7 @@ def report(results: list[Result], rounds: int, imports: float, bandwidth: float,
         ours, theirs = statistics.median(r.ours), statistics.median(r.theirs)
         ratio = theirs / ours
         ratios.append(ratio)
-        share = r.bytes_moved / ours / bandwidth
+        share = min(map(statistics.median, r.copies)) / ours if r.copies else 0.0
         if r.hero:
             hero_ratios.append(ratio)
             if ratio < HERO_TARGET or (r.memory_bound and share < COPY_SHARE):
@@ -366,11 +377,13 @@ def report(results: list[Result], rounds: int, imports: float, bandwidth: float,
     if ratios:
         console.print(f"geometric mean of XLA/xlapy over the {len(ratios)} programs that compiled: "
                       f"{geometric_mean(ratios):.3f}")
-    console.print(f"copy bandwidth of this machine, measured in this run: {bandwidth / 1e9:.1f} GB/s (bytes read "
-                  "plus written); 'of copy': a program's bytes (arguments plus results) per second as a share of it")
+    console.print(f"'of copy': the median time of copying as many bytes as a memory-bound program reads and writes "
+                  "(arguments plus results; numpy's copy on one thread or split over the cores, the faster), in the "
+                  "same rounds, over the program's median time. The machine's copy bandwidth on 64 MiB, measured "
+                  f"before and after the programs (best): {bandwidth / 1e9:.1f} GB/s (bytes read plus written)")
     if hero_ratios:
         console.print(f"* hero cases: {len(hero_ratios) - len(short)} of {len(hero_ratios)} at {HERO_TARGET}x XLA or "
-                      f"more (and, when memory-bound, {COPY_SHARE:.0%} of the copy bandwidth or more)"
+                      f"more (and, when memory-bound, {COPY_SHARE:.0%} of the copy speed or more)"
                       + (f"; short: {', '.join(short)}" if short else ""))
     console.print(f"compile cold: empty kernel cache, the compiler's modules already imported (importing them "
                   f"took {format_seconds(imports)}); cached: the same compile with the kernels on disk only. "

@@ -3,11 +3,12 @@ alternately, and xlapy's compile time cold and from the disk cache."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -30,35 +31,44 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, value
 
 
+def time_in_turns(sides: Sequence[Callable[[], object]], rounds: int, warm_up: int = 2) -> list[list[float]]:
+    """The wall times of each of ``sides`` over ``rounds`` rounds of one run each, after ``warm_up`` untimed
+    runs of each (thread pools, page faults of fresh outputs). The order rotates from round to round, so that
+    no side always runs on a cache another just warmed, and all see the machine's load alike."""
+    for _ in range(warm_up):
+        for run in sides:
+            run()
+    times: list[list[float]] = [[] for _ in sides]
+    for i in range(rounds):
+        order = list(range(len(sides)))
+        shift = i % len(order)
+        for k in order[shift:] + order[:shift]:
+            start = time.perf_counter()
+            sides[k]()
+            times[k].append(time.perf_counter() - start)
+    return times
+
+
 def time_alternately(first: Callable[[], object], second: Callable[[], object], rounds: int,
                      warm_up: int = 2) -> tuple[list[float], list[float]]:
-    """The wall times of ``first`` and of ``second`` over ``rounds`` rounds of
-    one run each, after ``warm_up`` untimed runs of each (thread pools, page
-    faults of fresh outputs). Which side goes first alternates, so that neither
-    always runs on a cache the other just warmed."""
-    for _ in range(warm_up):
-        first()
-        second()
-    first_times: list[float] = []
-    second_times: list[float] = []
-    sides = [(first, first_times), (second, second_times)]
-    for i in range(rounds):
-        for run, times in (sides if i % 2 == 0 else sides[::-1]):
-            start = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - start)
+    """``time_in_turns`` of two sides: which goes first alternates."""
+    first_times, second_times = time_in_turns([first, second], rounds, warm_up)
     return first_times, second_times
 
 
-def copy_bandwidth(nbytes: int = 64 << 20, rounds: int = 10) -> float:
-    """The machine's copy bandwidth in bytes per second (bytes read plus bytes written): the best of ``rounds``
-    copies of ``nbytes`` between two arrays far larger than the caches, each copy either whole on one thread or
-    split in one part per core on threads (numpy copies without holding the GIL), whichever is faster."""
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def reference_copies(nbytes: int) -> Iterator[list[Callable[[], None]]]:
+    """Two ways to copy ``nbytes`` between two arrays: whole on one thread, and split in one part per core on
+    threads (numpy copies without holding the GIL); the faster is the machine's copy speed at that size."""
     import numpy as np
 
     source = np.ones(nbytes, np.uint8)
     target = np.zeros_like(source)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = _cores()
     bounds = [nbytes * i // cores for i in range(cores + 1)]
     parts = [(target[a:b], source[a:b]) for a, b in itertools.pairwise(bounds)]
     with ThreadPoolExecutor(cores) as pool:
@@ -66,8 +76,14 @@ def copy_bandwidth(nbytes: int = 64 << 20, rounds: int = 10) -> float:
             for future in [pool.submit(np.copyto, *part) for part in parts]:
                 future.result()
 
-        best = min(min(best_and_median(lambda: np.copyto(target, source), rounds)[0],
-                       best_and_median(split_copy, rounds)[0]) for _ in range(2))
+        yield [lambda: np.copyto(target, source), split_copy]
+
+
+def copy_bandwidth(nbytes: int = 64 << 20, rounds: int = 10) -> float:
+    """The machine's copy bandwidth in bytes per second (bytes read plus bytes written): the best of ``rounds``
+    copies of ``nbytes`` between two arrays far larger than the caches (``reference_copies``)."""
+    with reference_copies(nbytes) as copies:
+        best = min(best_and_median(copy, rounds)[0] for _ in range(2) for copy in copies)
     return 2 * nbytes / best
 
 
