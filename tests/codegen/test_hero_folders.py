@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import ml_dtypes
+import numpy as np
 import pytest
 
 import xlapy
@@ -38,14 +40,6 @@ ELEMENT_TYPES = ("pred", "s2", "s4", "s8", "s16", "s32", "s64", "u2", "u4", "u8"
                  "bf16", "f32", "f64", "c64", "c128", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz",
                  "f8e4m3b11fnuz", "f8e3m4", "f8e4m3", "f8e8m0fnu", "f4e2m1fn")
 
-# Programs (folder/stem) the CPU backend is known to get wrong in a type, with the reason: marked
-# xfail(strict=True), so that a fix is noticed.
-_BF16_MAXIMUM = ("bf16 maximum with a denormal operand, called from a helper function or a loop LLVM vectorizes "
-                 "across threads, is flushed to zero")
-KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ("concatenate/epilogue", "bf16"): _BF16_MAXIMUM,
-    ("scatter/column_major_layout", "bf16"): _BF16_MAXIMUM,
-}
 # The types of the default run (one of each kind and width class); the others run with the slow tests.
 DEFAULT_TYPES = frozenset({"pred", "s8", "u32", "s64", "bf16", "f32", "f64", "c128"})
 # Complex numbers have no order: programs with maximum or minimum exist only in the other types.
@@ -65,10 +59,7 @@ def _typed_cases() -> list:
         for element_type in ELEMENT_TYPES:
             if ordered and element_type in ("c64", "c128"):
                 continue
-            reason = KNOWN_GAPS.get((_name(path), element_type))
-            marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
-            if element_type not in DEFAULT_TYPES:
-                marks.append(pytest.mark.slow)
+            marks = [] if element_type in DEFAULT_TYPES else [pytest.mark.slow]
             cases.append(pytest.param(path, element_type, marks=marks, id=f"{_name(path)}-{element_type}"))
     return cases
 
@@ -143,3 +134,39 @@ def test_slices_of_equal_dimensions_keep_the_loop_emitter(tmp_path):
     ]), tmp_path)
     args = random_arguments(module, 0)
     assert_within_ulps(executable(*args), xlapy.evaluate(module, *args), module, 0)
+
+
+# bf16 denormals are f32 denormals once widened: the extrema of two bf16 values must come back bit for bit, not
+# flushed to zero (as AVX512-BF16's vcvtneps2bf16 would, were LLVM left to narrow the f32 maximum back to bf16).
+BF16_EXTREMA = """HloModule bf16_extrema
+max { a = bf16[] parameter(0)  b = bf16[] parameter(1)  ROOT c = bf16[] maximum(a, b) }
+ENTRY main {
+  a = bf16[256] parameter(0)  b = bf16[256] parameter(1)  i = s32[256,1] parameter(2)
+  larger = bf16[256] maximum(a, b)  smaller = bf16[256] minimum(a, b)
+  scattered = bf16[256] scatter(a, i, b), update_window_dims={}, inserted_window_dims={0},
+    scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=max
+  ROOT t = (bf16[256], bf16[256], bf16[256]) tuple(larger, smaller, scattered)
+}
+"""
+
+
+def test_bf16_extrema_keep_denormals():
+    bits = np.array([0x0001, 0x8001, 0x007F, 0x807F, 0x0040, 0x0000, 0x8000, 0x3F80, 0xBF80, 0x0080, 0x8080],
+                    np.uint16)
+    rng = np.random.default_rng(0)
+    a_bits, b_bits = rng.choice(bits, 256), rng.choice(bits, 256)
+    permutation = rng.permutation(256)
+    # Equal magnitudes of opposite signs would only test the order of signed zeros: every pair compared (an
+    # element with the one beside it, an updated element with its update) is apart.
+    for compared in (a_bits, a_bits[permutation]):
+        b_bits[(compared & 0x7FFF) == (b_bits & 0x7FFF)] = 0x0002
+    a, b = a_bits.view(ml_dtypes.bfloat16), b_bits.view(ml_dtypes.bfloat16)
+    indices = permutation.astype(np.int32).reshape(256, 1)
+    larger = np.maximum(a.astype(np.float32), b.astype(np.float32)).astype(ml_dtypes.bfloat16)
+    smaller = np.minimum(a.astype(np.float32), b.astype(np.float32)).astype(ml_dtypes.bfloat16)
+    scattered = a.copy()
+    scattered[indices[:, 0]] = np.maximum(a[indices[:, 0]].astype(np.float32),
+                                          b.astype(np.float32)).astype(ml_dtypes.bfloat16)
+    executable = xlapy.compile(xlapy.parse_hlo(BF16_EXTREMA))
+    for got, want in zip(executable(a, b, indices), (larger, smaller, scattered)):
+        np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))

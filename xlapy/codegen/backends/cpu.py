@@ -31,10 +31,11 @@ Semantics choices:
   IEEE-correctly-rounded ops since f32 has more than twice the precision). Narrowing conversions round once:
   f32 → bf16 is an integer round-to-nearest-even sequence (exact for denormals too; `native_bf16=True` uses
   AVX512-BF16's vcvtneps2bf16 instead, faster but flushing denormal inputs), f64 → bf16/f16 goes through f32
-  with round-to-odd. This also avoids the compiler-rt helpers (`__truncsfbf2`, `__truncdfhf2`, ...) LLVM would
-  call, which are not present in the Python process. f16 ↔ f32 conversions need F16C (x86-64-v3). bf16 values
-  are loaded and stored as i16 (`_in_memory`): LLVM's x86 backend cannot legalize the masked bfloat loads its
-  vectorizers make of strided reads.
+  with round-to-odd; bf16 → f32 shifts the bits (`_bf16_to_f32`: LLVM would narrow ops on `fpext`ed values back
+  to bf16 ones, rounded with vcvtneps2bf16). This also avoids the compiler-rt helpers (`__truncsfbf2`,
+  `__truncdfhf2`, ...) LLVM would call, which are not present in the Python process. f16 ↔ f32 conversions
+  need F16C (x86-64-v3). bf16 values are loaded and stored as i16 (`_in_memory`): LLVM's x86 backend cannot
+  legalize the masked bfloat loads its vectorizers make of strided reads.
 - The 8- and 4-bit floats (f8E4M3FN, f8E5M2, ..., f4E2M1FN) are i8 values holding their bits (one element per
   byte in memory, as ml_dtypes stores them). Only `arith.extf` from them (a lookup in a 256-entry f32 table)
   and `arith.truncf` to them (integer rounding to nearest even, with each format's overflow, NaN, -0 and
@@ -424,9 +425,20 @@ class _Translator:
 
     def widen(self, value: ir.Value) -> ir.Value:
         """bf16/f16 (or vectors of them) → f32 (exact); other values unchanged."""
-        if _element(value.type) in (BF16, F16):
+        if _element(value.type) == BF16:
+            return self._bf16_to_f32(value)
+        if _element(value.type) == F16:
             return self.b.fpext(value, _like(value.type, F32))
         return value
+
+    def _bf16_to_f32(self, value: ir.Value) -> ir.Value:
+        """bf16 → f32 as the bits shifted into the high half (exact, denormals included). Not ``fpext``: LLVM
+        narrows ``maximum(fpext a, fpext b)`` (and minimum, maxnum, minnum) to a bf16 operation, which the x86
+        backend computes in f32 and rounds back with AVX512-BF16's vcvtneps2bf16, flushing denormals to zero."""
+        b = self.b
+        i16, i32 = _like(value.type, ir.IntType(16)), _like(value.type, I32)
+        bits = b.shl(b.zext(b.bitcast(value, i16), i32), _constant(i32, 16))
+        return b.bitcast(bits, _like(value.type, F32))
 
     def narrow(self, value: ir.Value, target: ir.Type) -> ir.Value:
         """Float `value` converted to the float type `target`, rounding (to nearest even) at most once."""
@@ -434,7 +446,7 @@ class _Translator:
         if source == element:
             return value
         if source in (BF16, F16):  # widening is exact; go through f32
-            value, source = self.b.fpext(value, _like(value.type, F32)), F32
+            value, source = self.widen(value), F32
             if element == F32:
                 return value
         if element == F64:
