@@ -19,6 +19,7 @@ import xlapy
 from tests.codegen.emitter_cases import exact_values, kernel_thunks
 from tests.codegen.filecheck import filecheck
 from tools.compare import assert_same
+from xlapy.codegen.backends.cpu import CpuKernel
 from xlapy.codegen.dialect import LoopOp
 from xlapy.codegen.emitters import transpose as transpose_emitter
 from xlapy.codegen.emitters.transpose import (
@@ -31,7 +32,7 @@ from xlapy.codegen.emitters.transpose import (
 )
 from xlapy.codegen.launch import Device
 from xlapy.codegen.mlir_text import print_mlir
-from xlapy.codegen.pipeline import emitter_name
+from xlapy.codegen.pipeline import Dumper, emitter_name, lower_fusion
 from xlapy.errors import VerifyError
 from xlapy.hlo.ir import HloInstruction
 from xlapy.runtime.kernel_cache import clear_memory_cache
@@ -230,6 +231,34 @@ def test_the_form_follows_the_distance_between_the_rows_read(shape: str, permuta
 def test_a_102_transpose_uses_the_direct_form() -> None:
     # Its rows stay whole: the direct form reads and writes them contiguously.
     assert not uses_shared_tile(_fusion(_transpose_module("f32[40,50,2]", (1, 0, 2))))
+
+
+def test_a_102_transpose_of_wide_rows_copies_whole_rows_as_vectors(tmp_path: Path) -> None:
+    """A 102 transpose of 1 KiB rows is a loop fusion (not tiled): each thread's vector is a piece of one row,
+    read and written contiguously, so the lanes become SIMD loads and stores (no lane extracted, no choice)."""
+    module = _transpose_module("f32[16,32,256]", (1, 0, 2))
+    fusion = _fusion(module)
+    assert emitter_name(fusion) == "loop" and transpose_hero(fusion) is None
+    lowered = lower_fusion(fusion, Device.host(), Dumper.create(tmp_path, "vectorize-lanes"))
+    assert 256 % lowered.launch.vector_size == 0 and lowered.launch.vector_size > 1
+    (dump,) = tmp_path.glob("*.vectorize-lanes.mlir")
+    text = dump.read_text()
+    assert "vector.transfer_read" in text and "vector.transfer_write" in text
+    assert "vector.extract" not in text and "scf.if" not in text
+    args = (exact_values("f32[16,32,256]", 11),)
+    assert_same(xlapy.compile(module, run_hlo_passes=False)(*args), xlapy.evaluate(module, *args), exact_bits=True)
+
+
+def test_a_102_transpose_into_a_layout_that_keeps_the_bytes_in_place_is_one_copy() -> None:
+    """JAX's lowering gives ``x.transpose(1, 0, 2)`` the result layout ``{2,0,1}``: the transposed array has the
+    operand's bytes in the operand's order, and the kernel is a plain copy of each range of blocks (LLVM makes the
+    loop a ``memcpy``), equal to the interpreter's transpose."""
+    module = _transpose_module("f32[16,32,256]", (1, 0, 2), "{2,0,1}")
+    fusion = _fusion(module)
+    kernel = CpuKernel.compile(lower_fusion(fusion, Device.host()).module)
+    assert "llvm.memcpy" in kernel.llvm_ir
+    args = (exact_values("f32[16,32,256]", 12),)
+    assert_same(xlapy.compile(module, run_hlo_passes=False)(*args), xlapy.evaluate(module, *args), exact_bits=True)
 
 
 # --- the programs of data/transpose ---
