@@ -3,10 +3,12 @@
     python tools/fit_math_coefficients.py [name ...]
 
 prints, for each approximation, the coefficients (as Python floats, exact) and the maximal weighted error before
-and after rounding them to doubles. Polynomials come from a discrete Remez exchange on a Chebyshev grid; the two
-rational f32 approximations (tanh, erf) from Lawson-weighted linearised least squares. Also prints the split
-constants (ln 2, pi/2, ...) and the bits of 2/pi used by Payne & Hanek's reduction. (Some committed values came
-from slightly different grids: their last digits may differ from this script's, with the same errors.)
+and after rounding them to doubles. Polynomials come from a discrete Remez exchange on a Chebyshev grid; the
+rational f32 approximation of erf from Lawson-weighted linearised least squares. Also prints the split constants
+(ln 2, pi/2, ...) and the bits of 2/pi used by Payne & Hanek's reduction, and checks the tables of the f32 tanh and
+exp (`exponential.tanh_table`, `exponential.exp_table`, made at run time in decimal arithmetic) entry by entry
+against mpmath. (Some committed values came from slightly different grids: their last digits may differ from this
+script's, with the same errors.)
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import argparse
 from collections.abc import Callable
 
 import mpmath as mp
+
+from xlapy.codegen.backends.mathlib.exponential import EXP_TABLE_SIZE, TANH_STEPS_PER_UNIT, exp_table, tanh_table
 
 mp.mp.dps = 60
 Function = Callable[[mp.mpf], mp.mpf]
@@ -139,7 +143,6 @@ POLYNOMIALS = {
 
 # name: (f, z_max, p, q): f(z) ~ P(z) / Q(z) on [0, z_max] (the function is x f(x^2))
 RATIONALS = {
-    "TANH_32": (lambda z: mp.tanh(mp.sqrt(z)) / mp.sqrt(z) if z > 0 else mp.mpf(1), 9.5**2, 7, 7),
     "ERF_32": (lambda z: mp.erf(mp.sqrt(z)) / mp.sqrt(z) if z > 0 else 2 / mp.sqrt(mp.pi), 16, 10, 10),
 }
 
@@ -172,6 +175,18 @@ def constants() -> None:
         print("floor(2/pi * 2^1216):", format(int(mp.floor(2 / mp.pi * mp.mpf(2) ** 1216)), "x"))
 
 
+def check_tables() -> None:
+    """Every entry of the tables of the f32 tanh and exp (made at run time in decimal arithmetic) is the exact value
+    rounded to the nearest double."""
+    for name, table, exact in [
+        (f"tanh(j/{TANH_STEPS_PER_UNIT})", tanh_table(), lambda j: mp.tanh(mp.mpf(j) / TANH_STEPS_PER_UNIT)),
+        (f"2^(j/{EXP_TABLE_SIZE})", exp_table(), lambda j: mp.mpf(2) ** (mp.mpf(j) / EXP_TABLE_SIZE)),
+    ]:
+        wrong = [j for j, value in enumerate(table) if value != float(exact(j))]
+        print(f"table of {name}: {len(table)} entries, {len(wrong)} not correctly rounded" +
+              (f": {wrong[:10]}" if wrong else ""))
+
+
 def main(names: list[str]) -> None:
     for name, (g, w, a, b, degrees) in POLYNOMIALS.items():
         if names and name not in names:
@@ -191,10 +206,12 @@ def main(names: list[str]) -> None:
             print("    Q", tuple(float(v) for v in den))
     if not names or "constants" in names:
         constants()
+    if not names or "tables" in names:
+        check_tables()
 
 
 def parse_arguments(argv: list[str] | None = None) -> list[str]:
-    known = [*POLYNOMIALS, *RATIONALS, "constants"]
+    known = [*POLYNOMIALS, *RATIONALS, "constants", "tables"]
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("names", nargs="*", metavar="name",
                         help=f"the approximations to fit (default: all): {', '.join(known)}")

@@ -7,12 +7,14 @@ import math
 import re
 
 import ml_dtypes
+import mpmath
 import numpy as np
 import pytest
 from llvmlite import ir
 
 from tests.codegen.math_jit import compiled
 from xlapy.codegen.backends.math_library import MATH_OPS, math_function
+from xlapy.codegen.backends.mathlib.exponential import EXP_TABLE_SIZE, TANH_STEPS_PER_UNIT, exp_table, tanh_table
 from xlapy.errors import UnimplementedError
 from xlapy.runtime.ulps import ulp_distance
 
@@ -228,6 +230,33 @@ def test_wide_trig_vectors_gather_the_reduction_table(op: str, dtype: type) -> N
     text = wide.optimized_ir
     assert len(re.findall(r"call <64 x double> @llvm\.masked\.gather\.v64f64", text)) == 4
     assert not re.search(r"= load double, ptr", text)  # no lane loaded on its own
+
+
+def test_f32_tables_are_correctly_rounded() -> None:
+    """The f32 tanh and exp read tanh(j / 512) and 2^(j / 256) from tables computed in decimal arithmetic: every
+    entry is the double nearest to the exact value (mpmath)."""
+    tanh = tanh_table()
+    assert len(tanh) == 4865
+    assert all(v == float(mpmath.tanh(mpmath.mpf(j) / TANH_STEPS_PER_UNIT)) for j, v in enumerate(tanh))
+    powers = exp_table()
+    assert len(powers) == 256
+    assert all(v == float(mpmath.mpf(2) ** (mpmath.mpf(j) / EXP_TABLE_SIZE)) for j, v in enumerate(powers))
+
+
+@pytest.mark.parametrize("op", ["tanh", "exp", "logistic"])
+def test_f32_wide_vectors_and_nans(op: str) -> None:
+    """At 64 lanes (the CPU's vectors) the f32 tanh and exp (and logistic, through exp) read their tables with one
+    masked gather and compute what their scalar forms compute; NaNs of every sign and payload (whose table index
+    comes from garbage bits, or none of them) give NaN."""
+    dtype = np.dtype(np.float32)
+    nans = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FFFFFFF, 0xFFFFFFFF, 0x7FA12345],
+                    np.uint32).view(np.float32)
+    args = np.concatenate([sample(op, dtype, 20_000)[0], nans])
+    wide = compiled(op, dtype, 1, 64)
+    got = wide(args)
+    assert got.tobytes() == compiled(op, dtype, 1)(args).tobytes()
+    assert np.isnan(got[-nans.size:]).all()
+    assert len(re.findall(r"call <64 x double> @llvm\.masked\.gather\.v64f64", wide.optimized_ir)) == 1
 
 
 def test_vector_function_name_and_type() -> None:

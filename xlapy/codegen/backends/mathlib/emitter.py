@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -235,17 +237,26 @@ def flip_sign(e: Emitter, value: ir.Value, flip: ir.Value) -> ir.Value:
 
 
 def constant_table(e: Emitter, name: str, values: Callable[[], list[float]]) -> ir.GlobalVariable:
-    """The internal constant [N x double] global `name` of the module, created from values() the first time."""
+    """The internal constant [N x double] global `name` of the module, created from values() the first time.
+    `values` is a module-level function: the table's IR text is made once per process for it (as llvmlite formats
+    constants, thousands of doubles take tens of milliseconds)."""
     existing = e.module.globals.get(name)
     if existing is not None:
         return existing
-    data = values()
-    array = ir.ArrayType(F64, len(data))
+    size, text = _formatted_table(values)
+    array = ir.ArrayType(F64, size)
     table = ir.GlobalVariable(e.module, array, name)
     table.global_constant = True
     table.linkage = "internal"
-    table.initializer = ir.Constant(array, data)
+    table.initializer = ir.FormattedConstant(array, text)
     return table
+
+
+@functools.cache
+def _formatted_table(values: Callable[[], list[float]]) -> tuple[int, str]:
+    data = values()
+    bits = struct.unpack(f"<{len(data)}Q", struct.pack(f"<{len(data)}d", *data))
+    return len(data), "[" + ", ".join(f"double 0x{b:016X}" for b in bits) + "]"  # LLVM's exact form of a double
 
 
 # --- registry ----------------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 from dataclasses import dataclass
 
 from llvmlite import ir
@@ -15,10 +16,15 @@ from xlapy.codegen.backends.mathlib.constants import (
     LOG2E,
     SHIFT,
     SHIFT_BITS,
-    TANH_P32,
-    TANH_Q32,
 )
-from xlapy.codegen.backends.mathlib.emitter import Emitter, dd_div, fast_two_sum, register, two_sum
+from xlapy.codegen.backends.mathlib.emitter import (
+    Emitter,
+    constant_table,
+    dd_div,
+    fast_two_sum,
+    register,
+    two_sum,
+)
 
 
 @dataclass
@@ -32,47 +38,66 @@ class ExpParts:
     big: ir.Value
 
 
-def exp_parts(e: Emitter, x: ir.Value, precise: bool, extra: ir.Value | None = None) -> ExpParts:
-    """The reduction of exp(x + extra) for |x| < 2**40, |extra| <= ulp(x). precise: ln2 is split in three
-    (r + c = x - k ln2 to ~2^-100, folded into tail) and the polynomial is good to 1e-17; else (f32 kernels,
-    |x| < 200, no extra) ln2 in two parts (r to ~1e-19 absolute) and the same polynomial, without the
-    double-double steps: ~3e-16 relative once rounded."""
+def exp_parts(e: Emitter, x: ir.Value, extra: ir.Value | None = None) -> ExpParts:
+    """The reduction of exp(x + extra) for |x| < 2**40, |extra| <= ulp(x): ln2 is split in three (r + c = x - k ln2
+    to ~2^-100, folded into tail) and the polynomial is good to 1e-17."""
     t = e.fma(x, LOG2E, SHIFT)
     kf = e.sub(t, SHIFT)
     k = e.isub(e.bits(t), SHIFT_BITS)
-    if precise:
-        r1 = e.fma(kf, -LN2_HI, x)  # exact
-        p_hi = e.mul(kf, LN2_LO)
-        r, err = two_sum(e, r1, e.neg(p_hi))
-        c = e.sub(err, e.fma(kf, LN2_LO, e.neg(p_hi)))
-        if extra is not None:
-            c = e.add(c, extra)
-        tail = e.mul(e.mul(r, r), e.horner(r, EXP_P64))
-        tail = e.add(tail, e.fma(c, e.add(r, tail), c))
-    else:
-        r = e.fma(kf, -LN2_LO, e.fma(kf, -LN2_HI, x))
-        tail = e.mul(e.mul(r, r), e.horner(r, EXP_P64))
+    r1 = e.fma(kf, -LN2_HI, x)  # exact
+    p_hi = e.mul(kf, LN2_LO)
+    r, err = two_sum(e, r1, e.neg(p_hi))
+    c = e.sub(err, e.fma(kf, LN2_LO, e.neg(p_hi)))
+    if extra is not None:
+        c = e.add(c, extra)
+    tail = e.mul(e.mul(r, r), e.horner(r, EXP_P64))
+    tail = e.add(tail, e.fma(c, e.add(r, tail), c))
     big = e.icmp(">", k, 1023)
     return ExpParts(k, r, tail, e.pow2(e.select(big, 1023, k)), big)
 
 
-def exp_mantissa(e: Emitter, p: ExpParts, precise: bool) -> ir.Value:
-    """1 + r + tail (with 1 + r kept exact when precise)."""
-    if not precise:
-        return e.add(1.0, e.add(p.r, p.tail))
+def exp_mantissa(e: Emitter, p: ExpParts) -> ir.Value:
+    """1 + r + tail, with 1 + r kept exact."""
     hi, lo = fast_two_sum(e, e.f(1.0), p.r)
     return e.add(hi, e.add(lo, p.tail))
 
 
 def exp64(e: Emitter, x: ir.Value) -> ir.Value:
-    p = exp_parts(e, e.clamp(x, -746.0, 710.0), True)
-    return e.scale(exp_mantissa(e, p, True), p.k)
+    p = exp_parts(e, e.clamp(x, -746.0, 710.0))
+    return e.scale(exp_mantissa(e, p), p.k)
+
+
+# f32 exp: 2^(j / EXP_TABLE_SIZE) from a table
+EXP_TABLE_SIZE = 256
+
+
+def exp_table() -> list[float]:
+    """2^(j / EXP_TABLE_SIZE) rounded to the nearest double, for j < EXP_TABLE_SIZE: powers of 2^(1 / EXP_TABLE_SIZE)
+    in 40-digit decimal arithmetic (relative error below 1e-36), rounded once (tools/fit_math_coefficients.py
+    checks every entry against mpmath)."""
+    context = decimal.Context(prec=40)
+    step = context.power(decimal.Decimal(2), context.divide(decimal.Decimal(1), decimal.Decimal(EXP_TABLE_SIZE)))
+    power, values = decimal.Decimal(1), []
+    for _ in range(EXP_TABLE_SIZE):
+        values.append(float(power))
+        power = context.multiply(power, step)
+    return values
 
 
 def exp32(e: Emitter, x: ir.Value) -> ir.Value:
-    # exp(x) overflows f32 above 88.73 and rounds to 0 below -103.98: the clamp keeps k a normal exponent
-    p = exp_parts(e, e.clamp(x, -110.0, 120.0), False)
-    return e.mul(exp_mantissa(e, p, False), p.s)
+    # x = n ln2/256 + r with n = 256 m + j, |r| <= ln2/512 (plus rounding): exp(x) = 2^m 2^(j/256) e^r, where
+    # 2^(j/256) is a table entry and e^r = 1 + r + r^2 (1/2 + r/6 + r^2/24) (the rest below 4e-17). Relative error
+    # at most 2.1e-16 (measured against mpmath), with half the work of the f64 kernel's reduction and 10-term
+    # polynomial. The clamp keeps 2^m a normal double: exp overflows f32 above 88.73 and rounds to 0 below -103.98.
+    x = e.clamp(x, -110.0, 120.0)
+    t = e.fma(x, LOG2E * EXP_TABLE_SIZE, SHIFT)
+    kf = e.sub(t, SHIFT)
+    n = e.isub(e.bits(t), SHIFT_BITS)
+    r = e.fma(kf, -LN2_LO / EXP_TABLE_SIZE, e.fma(kf, -LN2_HI / EXP_TABLE_SIZE, x))  # the first product is exact
+    # NaN: some index inside the table (the low bits); r, and so the result, stay NaN
+    power = e.gather(constant_table(e, "xlapy.math.exp_table", exp_table), e.iand(n, EXP_TABLE_SIZE - 1))
+    expm1_r = e.fma(e.mul(r, r), e.horner(r, (0.5, 1 / 6, 1 / 24)), r)
+    return e.mul(e.fma(power, expm1_r, power), e.pow2(e.ashr(n, EXP_TABLE_SIZE.bit_length() - 1)))
 
 
 register("exp", f64=exp64, f32=exp32)
@@ -100,27 +125,27 @@ register("exp2", f64=exp2_64)
 
 
 def expm1_pair(e: Emitter, p: ExpParts) -> tuple[ir.Value, ir.Value]:
-    """exp(x) - 1 = hi + lo for k <= 1023 from precise parts:
+    """exp(x) - 1 = hi + lo for k <= 1023 from the parts:
     2^k (1 + r + tail) - 1 = (2^k - 1) + 2^k r + 2^k tail, where 2^k - 1 is exact for k >= -53."""
     hi, lo = two_sum(e, e.sub(p.s, 1.0), e.mul(p.s, p.r))
     return fast_two_sum(e, hi, e.fma(p.s, p.tail, lo))
 
 
 def exp_mantissa_pair(e: Emitter, p: ExpParts) -> tuple[ir.Value, ir.Value]:
-    """1 + r + tail = hi + lo from precise parts."""
+    """1 + r + tail = hi + lo from the parts."""
     hi, lo = fast_two_sum(e, e.f(1.0), p.r)
     return fast_two_sum(e, hi, e.add(lo, p.tail))
 
 
 def exp_pair(e: Emitter, p: ExpParts) -> tuple[ir.Value, ir.Value]:
-    """exp(x) = hi + lo for k <= 1023 from precise parts."""
+    """exp(x) = hi + lo for k <= 1023 from the parts."""
     hi, lo = exp_mantissa_pair(e, p)
     return e.mul(p.s, hi), e.mul(p.s, lo)
 
 
 def expm1_core(e: Emitter, x: ir.Value) -> ir.Value:
     """exp(x) - 1 for x in [-45, 709.8] (more negative x: -1)."""
-    p = exp_parts(e, x, True)
+    p = exp_parts(e, x)
     hi, lo = expm1_pair(e, p)
     return e.mul(e.add(hi, lo), e.select(p.big, 2.0, 1.0))
 
@@ -137,7 +162,7 @@ def tanh64(e: Emitter, x: ir.Value) -> ir.Value:
     # t = expm1(-2|x|) in (-1, 0], u = exp(-2|x|) = t + 1, both as double-doubles. Small |x|: tanh = -t / (t + 2)
     # (no cancellation); large |x|: tanh = 1 - 2u / (1 + u) (the quotient is small, so its error shrinks).
     a = e.abs(x)
-    p = exp_parts(e, e.select(e.gt(a, 22.5), -45.0, e.mul(a, -2.0)), True)
+    p = exp_parts(e, e.select(e.gt(a, 22.5), -45.0, e.mul(a, -2.0)))
     th, tl = expm1_pair(e, p)
     uh, ul = exp_pair(e, p)
     large = e.gt(a, 0.55)
@@ -153,14 +178,47 @@ def tanh64(e: Emitter, x: ir.Value) -> ir.Value:
     return e.copysign(e.sub(e.select(large, 1.0, 0.0), q), x)
 
 
+# f32 tanh: table points c = j / TANH_STEPS_PER_UNIT up to TANH_LIMIT, beyond which tanh rounds to 1 in f32 (from 9.01)
+TANH_STEPS_PER_UNIT = 512
+TANH_LIMIT = 9.5
+TANH_TABLE_SIZE = int(TANH_LIMIT * TANH_STEPS_PER_UNIT) + 1
+
+
+def tanh_table() -> list[float]:
+    """tanh(j / TANH_STEPS_PER_UNIT) rounded to the nearest double, for j < TANH_TABLE_SIZE: e^(2c) by repeated
+    multiplication in 40-digit decimal arithmetic (relative error below 1e-35), then (e^(2c) - 1) / (e^(2c) + 1)
+    rounded once (tools/fit_math_coefficients.py checks every entry against mpmath)."""
+    context = decimal.Context(prec=40)
+    step = context.exp(context.divide(decimal.Decimal(2), decimal.Decimal(TANH_STEPS_PER_UNIT)))
+    one, power, values = decimal.Decimal(1), decimal.Decimal(1), []
+    for _ in range(TANH_TABLE_SIZE):
+        values.append(float(context.divide(power - one, power + one)))
+        power = context.multiply(power, step)
+    return values
+
+
 def tanh32(e: Emitter, x: ir.Value) -> ir.Value:
-    # tanh(a) = a P(a^2) / Q(a^2) on [0, 9.5] (relative error 1.2e-16, far below the 2^-45 that rounding once to f32
-    # needs to agree with the f64 tanh almost always); tanh rounds to 1 in f32 beyond 9.01.
-    # Cheaper than going through expm1 (no integer work, one division): tanh is on the critical path of gelu.
+    # With c = j / 512 the table point nearest to a = |x| (an f32 value), d = a - c (exact, |d| <= 2^-10),
+    # T = tanh(c) (a table entry) and t = tanh(d) = d - d^3/3 + 2d^5/15 (the rest is below 2^-60 relative):
+    #     tanh(a) = (T + t) / (1 + T t) = T + (1 - T^2) t / (1 + w),  w = T t,  |w| <= 2^-10,
+    # and 1 / (1 + w) = 1 - w + w^2 - w^3 + w^4 (the rest below 2^-60 of the result). Relative error at most
+    # 2.9e-16, 4e-17 on average (measured against mpmath; the former rational's: 5.3e-16 and 9e-17), far below the
+    # 2^-45 that rounding once to f32 needs to agree with the f64 tanh almost always. No division: the rational's
+    # f64 division (one per lane) bounded the throughput of tanh, which is on the critical path of gelu.
     a = e.abs(x)
-    a = e.select(e.gt(a, 9.5), 9.5, a)
-    z = e.mul(a, a)
-    return e.copysign(e.div(e.mul(a, e.horner(z, TANH_P32)), e.horner(z, TANH_Q32)), x)
+    # NaN: the index of TANH_LIMIT's table point (inside the table); d, and so the result, stay NaN
+    shifted = e.fma(e.select(e.le(a, TANH_LIMIT), a, TANH_LIMIT), float(TANH_STEPS_PER_UNIT), SHIFT)
+    j = e.sub(shifted, SHIFT)
+    index = e.isub(e.bits(shifted), SHIFT_BITS)
+    d = e.fma(j, -1.0 / TANH_STEPS_PER_UNIT, e.select(e.gt(a, TANH_LIMIT), TANH_LIMIT, a))
+    tanh_c = e.gather(constant_table(e, "xlapy.math.tanh_table", tanh_table), index)
+    d2 = e.mul(d, d)
+    t = e.fma(e.mul(d, d2), e.fma(d2, 2.0 / 15, -1.0 / 3), d)
+    w = e.mul(tanh_c, t)
+    quotient = t  # t / (1 + w) = t - w (t - w (t - w (t - w t)))
+    for _ in range(4):
+        quotient = e.fma(w, e.neg(quotient), t)
+    return e.copysign(e.fma(e.fma(e.neg(tanh_c), tanh_c, 1.0), quotient, tanh_c), x)
 
 
 register("tanh", f64=tanh64, f32=tanh32)
@@ -178,7 +236,7 @@ def logistic64(e: Emitter, x: ir.Value) -> ir.Value:
     # result, unless u may be far enough from that double for numpy's exp to return the other neighbour: then the
     # results of both (at most 2 ulps apart) are averaged, which is within 1 ulp of either. u overflows
     # (x < -709.78) to inf, giving 0; for x > 37, 1 + u rounds to 1.
-    p = exp_parts(e, e.clamp(e.neg(x), -746.0, 710.0), True)
+    p = exp_parts(e, e.clamp(e.neg(x), -746.0, 710.0))
     mh, ml = exp_mantissa_pair(e, p)
     other = e.from_bits(e.iadd(e.bits(mh), e.select(e.gt(ml, 0.0), 1, -1)))  # mh's neighbour on ml's side
     ambiguous = e.gt(e.abs(ml), e.mul(e.abs(e.sub(other, mh)), AMBIGUOUS_FROM))
@@ -199,8 +257,8 @@ def sinh(e: Emitter, x: ir.Value) -> ir.Value:
     # With t = expm1|x| and u = e^|x|: sinh = (2t - t^2 / (t + 1)) / 2 below 1/2 (the quotient is the small
     # part), (u - 1/u) / 2 up to 22 (little cancellation), and above, e^|x| / 2 scaled without overflowing early.
     a = e.abs(x)
-    p = exp_parts(e, e.select(e.gt(a, 712.0), 712.0, a), True)
-    large = e.scale(exp_mantissa(e, p, True), e.isub(p.k, 1))
+    p = exp_parts(e, e.select(e.gt(a, 712.0), 712.0, a))
+    large = e.scale(exp_mantissa(e, p), e.isub(p.k, 1))
     th, tl = expm1_pair(e, p)
     uh, ul = exp_pair(e, p)
     small = e.lt(a, 0.5)
@@ -217,8 +275,8 @@ def sinh(e: Emitter, x: ir.Value) -> ir.Value:
 def cosh(e: Emitter, x: ir.Value) -> ir.Value:
     # (u + 1/u) / 2 with u = e^|x| (a sum of positive terms); above 22: e^|x| / 2 scaled without overflowing early
     a = e.abs(x)
-    p = exp_parts(e, e.clamp(a, 0.0, 712.0), True)
-    large = e.scale(exp_mantissa(e, p, True), e.isub(p.k, 1))
+    p = exp_parts(e, e.clamp(a, 0.0, 712.0))
+    large = e.scale(exp_mantissa(e, p), e.isub(p.k, 1))
     uh, ul = exp_pair(e, p)
     small = e.add(uh, e.add(ul, dd_div(e, e.f(1.0), e.f(0.0), uh, ul)))
     return e.select(e.gt(a, 22.0), large, e.mul(0.5, small))

@@ -202,8 +202,8 @@ def pow64(e: Emitter, x: ir.Value, y: ir.Value) -> ir.Value:
     yh = e.mul(y, gh)
     yl = e.fma(y, gl, e.fma(y, gh, e.neg(yh)))
     yl = e.select(e.lt(e.abs(yh), 1000.0), yl, 0.0)  # yh may overflow (yl: NaN); exp saturates anyway
-    p = exp_parts(e, e.clamp(yh, -746.0, 710.0), True, extra=yl)
-    magnitude = e.scale(exp_mantissa(e, p, True), p.k)
+    p = exp_parts(e, e.clamp(yh, -746.0, 710.0), extra=yl)
+    magnitude = e.scale(exp_mantissa(e, p), p.k)
     return pow_specials(e, x, y, magnitude)
 
 

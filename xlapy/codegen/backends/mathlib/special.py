@@ -29,7 +29,7 @@ def erfc_large(e: Emitter, a: ir.Value) -> ir.Value:
     hh, hl = fast_two_sum(e, e.f(ERFC_H64[0]), e.mul(t, e.horner(t, ERFC_H64[1:])))
     hl = e.add(hl, ERFC_H64_0_LO)
     square = e.mul(a, a)
-    p = exp_parts(e, e.select(e.gt(square, 746.0), -746.0, e.neg(square)), True, extra=e.fma(e.neg(a), a, square))
+    p = exp_parts(e, e.select(e.gt(square, 746.0), -746.0, e.neg(square)), extra=e.fma(e.neg(a), a, square))
     mh, ml = exp_mantissa_pair(e, p)
     nh = e.mul(mh, hh)
     nl = e.add(e.fma(mh, hh, e.neg(nh)), e.fma(mh, hl, e.mul(ml, hh)))
