@@ -5,8 +5,9 @@
   the reduction loop carries vector accumulators, so every output element still combines its inputs in XLA's
   elemental order (``acc = init``, then the reduced elements in row-major order): bit for bit that order,
   computed with numpy in the element type.
-- Row-style reductions (the minor dimension is reduced, by one associative and commutative op): ``V`` partial
-  accumulators (a 512-bit vector), a horizontal combination halving the vector, then the init value: bit for bit
+- Row-style reductions (the minor dimension is reduced, by one associative and commutative op): ``L`` partial
+  accumulators (one to four 512-bit vectors, ``_lanes``), a horizontal combination halving them, then the init
+  value: bit for bit
   a numpy emulation of exactly that order, and against the interpreter within the bound of two sums of ``n``
   terms each: ``2 * gamma(n) * sum(|x|)`` with ``gamma(n) = n*u / (1 - n*u)`` and ``n`` the number of terms, the
   init value included (Higham, Accuracy and Stability of Numerical Algorithms, 4.2): any order of the additions
@@ -70,11 +71,19 @@ def _sequential(x: np.ndarray, init, axes: tuple[int, ...], combine=np.add) -> n
     return accumulator
 
 
+def _lanes(n: int, itemsize: int) -> int:
+    """The partial accumulators of a row of ``n`` elements: ``V`` = 64 bytes of elements times 4, 2 or 1, the first
+    that gives at most 64 lanes (or is ``V``) and divides the row into 4 chunks or more."""
+    vector = 64 // itemsize
+    return next(lanes for lanes in (4 * vector, 2 * vector, vector)
+                if (lanes <= 64 or lanes == vector) and n % lanes == 0 and n >= 4 * lanes)
+
+
 def _partial_accumulators(x: np.ndarray, init, axes: tuple[int, ...], identity, combine=np.add) -> np.ndarray:
-    """The row-style order: ``V`` = 64 bytes of partial accumulators from the identity; for each index of the other
-    reduced dimensions (row-major), then each chunk of ``V`` minor elements, lane ``k`` combines the chunk's
-    element ``k``; then lanes ``k`` and ``k + V/2`` combine while more than one is left; then ``init`` with that."""
-    lanes = 64 // x.itemsize
+    """The row-style order: ``L`` (``_lanes``) partial accumulators from the identity; for each index of the other
+    reduced dimensions (row-major), then each chunk of ``L`` minor elements, lane ``k`` combines the chunk's
+    element ``k``; then lanes ``k`` and ``k + L/2`` combine while more than one is left; then ``init`` with that."""
+    lanes = _lanes(x.shape[-1], x.itemsize)
     minor = x.ndim - 1
     assert minor in axes
     others = [d for d in axes if d != minor]
@@ -125,9 +134,10 @@ def test_column_max_with_nans_and_infinities():
 
 
 @pytest.mark.parametrize(("dtype", "shape", "axes"), [
-    ("f32", (12, 1024), (1,)),
-    ("f32", (3, 5, 128), (0, 2)),    # another reduced dimension, outside the chunks
-    ("f64", (256,), (0,)),           # to a scalar
+    ("f32", (12, 1024), (1,)),       # 64 lanes: four vectors
+    ("f32", (3, 5, 128), (0, 2)),    # another reduced dimension, outside the chunks; 32 lanes
+    ("f32", (4, 96), (1,)),          # 16 lanes: 32 do not divide the row
+    ("f64", (256,), (0,)),           # to a scalar; 32 lanes
 ])
 def test_row_sums_in_the_partial_accumulator_order(dtype: str, shape, axes, tmp_path):
     text = _reduce_module(dtype, shape, axes)
@@ -137,7 +147,7 @@ def test_row_sums_in_the_partial_accumulator_order(dtype: str, shape, axes, tmp_
     np.testing.assert_array_equal(got, _partial_accumulators(x, init, axes, x.dtype.type(-0.0)))
     assert_sum_within_bound(got, xlapy.evaluate(xlapy.parse_hlo(text), x, init), x, float(init), axes)
     _, lowered = _lowered_text(text, tmp_path)
-    lanes = 64 // x.itemsize
+    lanes = _lanes(x.shape[-1], x.itemsize)
     assert f"-> (vector<{lanes}x{dtype}>)" in lowered  # the chunk loop carries the partial accumulators
 
 
@@ -166,7 +176,7 @@ def test_row_sum_of_a_fused_producer():
 ])
 def test_row_reductions_of_each_reducer(op: str, dtype: str, identity):
     numpy_dtype = np.dtype({"f": "float", "s": "int", "u": "uint"}[dtype[0]] + dtype[1:])
-    shape = (4, 64 // numpy_dtype.itemsize * 5)
+    shape = (4, 64 // numpy_dtype.itemsize * 16)  # several vectors of partial accumulators
     text = _reduce_module(dtype, shape, (1,), op=op)
     random = np.random.default_rng(4)
     if numpy_dtype.kind == "f":

@@ -158,17 +158,26 @@ def test_alignment_proved_by_the_ranges() -> None:
 
 
 @pytest.mark.parametrize(
-    ("size", "tensor"),
+    ("size", "tensor", "last"),
     [
-        (3, "tensor<63xf32>"),  # not a power of two
-        (128, "tensor<128xf32>"),  # too long for one vector
-        (4, "tensor<66xf32>"),  # the last vector would run past the end
+        (3, "tensor<63xf32>", 0),  # not a power of two
+        (128, "tensor<128xf32>", 0),  # too long for one vector
+        (4, "tensor<66xf32>", 16),  # the last vector would run past the end
     ],
 )
-def test_unsuitable_loops_stay_scalar(size: int, tensor: str) -> None:
+def test_unsuitable_loops_stay_scalar(size: int, tensor: str, last: int) -> None:
     body = COPY.replace("tensor<64xf32>", tensor)
-    text = _loop(f"(d0)[s0] -> (d0 * {size} + s0), domain: d0 in [0, 0], s0 in [0, {size - 1}]", body, size, tensor)
+    text = _loop(f"(d0)[s0] -> (d0 * {size} + s0), domain: d0 in [0, {last}], s0 in [0, {size - 1}]", body, size,
+                 tensor)
     assert vector_ops(vectorize(text)) == []
+
+
+def test_reads_in_bounds_of_a_longer_tensor_become_vectors() -> None:
+    """A tensor of 66 elements read by vectors of 4 up to element 63: the index's range keeps every lane in bounds
+    (the write to the 66-element tensor stays scalar)."""
+    body = COPY.replace("tensor<64xf32>", "tensor<66xf32>")
+    text = _loop("(d0)[s0] -> (d0 * 4 + s0), domain: d0 in [0, 15], s0 in [0, 3]", body, 4, "tensor<66xf32>")
+    assert "vector.transfer_read" in vector_ops(vectorize(text))
 
 
 def test_induction_variable_as_index() -> None:

@@ -24,7 +24,7 @@ from xlapy.transforms.hlo_pass import HloPass, HloPassFix, HloPassPipeline
 # The passes of RunHloPassesThroughLayoutAssn and RunHloPassesAfterLayoutAssn
 # that xlapy has, in XLA:CPU's order (pipelines named where they start).
 _SIMPLIFICATION = ["algsimp", "simplify-sorts", "dce", "gather_expander", "gather_simplifier",
-                   "zero-sized-hlo-elimination", "while-loop-invariant-code-motion",
+                   "tree-reduction-rewriter", "zero-sized-hlo-elimination", "while-loop-invariant-code-motion",
                    "tuple-simplifier", "while-loop-constant-sinking", "simplify-while-loops", "dce", "reshape-mover",
                    "constant-folding", "simplify-conditional"]
 XLA_ORDER = [
@@ -38,7 +38,9 @@ XLA_ORDER = [
     "post_scatter_expansion_simplification", *_SIMPLIFICATION,
     "transpose-folding", "cse", "tuple-simplifier", "while-loop-trip-count-annotator", "flatten-call-graph",
     "layout-assignment",
-    "HLO passes after layout assignment", "fusion", "multi_output_fusion", "tuple-simplifier", "tuple-simplifier",
+    # normalization-fusion: XLA:GPU's softmax rewriter, where XLA runs it (before fusion).
+    "HLO passes after layout assignment", "normalization-fusion", "fusion", "multi_output_fusion",
+    "tuple-simplifier", "tuple-simplifier",
     "simplification after layout assignment", "algsimp", "dce", "cse",
     "dce", "copy-insertion", "dce",
 ]

@@ -14,20 +14,26 @@ combine the accumulators with the input elements by calling the reducer computat
 - ``reduce`` of a row (XLA:CPU's vectorized reductions, ``ir_emitter.cc`` and ``vector_support_library.cc``): when
   the physically minor input dimension is reduced, by a reducer that is one of add, multiply, maximum, minimum,
   and, or, xor of its two parameters (associative and commutative as XLA treats them; not a variadic reduce), of a
-  type other than complex, the 8- and 4-bit floats and sub-byte integers, over ``n`` elements, a multiple of
-  ``V`` = 64 bytes of elements (16 f32, 8 f64, 32 bf16; the same on every host) with ``n >= 4V``:
-  ``p[k] = identity`` for ``k < V`` (-0.0 for float sums, 1, -inf, +inf, the integer extremes, ...); for each index
-  of the other reduced dimensions in row-major order, then each chunk ``c`` of the minor dimension:
-  ``p[k] = reducer(p[k], input[..., c * V + k])``; then while ``V' > 1`` lanes are left,
-  ``p[k] = reducer(p[k], p[k + V'/2])`` for ``k < V'/2``; the result is ``reducer(init, p[0])``. Other rows
-  (too short, or a length a vector read would straddle) keep the order above.
-- ``reduce`` of a row by an argmax or argmin reducer (``_arg_reducer``: jax's ``_argmax`` / ``_argmin``, where the
-  accumulator ``a`` wins over the element ``b`` when it is a NaN, better, or equal with a smaller index) together
-  with the row's positions (an iota along the reduced dimension, the physically minor one and the only one reduced),
-  over ``n`` elements, a multiple of ``V`` = 64 bytes of values with ``n >= 4V``: lane ``k`` starts at element ``k``
-  and folds ``k + V, k + 2V, ...`` in with the reducer; the lanes are halved as above, but the two states are
-  ordered by index before the reducer combines them; the result is ``reducer(init, lanes)``. That is the
-  sequential fold, bit for bit, for every input. Order the (value, index) pairs of the row by ``T``: NaNs above
+  type other than complex, the 8- and 4-bit floats and sub-byte integers, over ``n`` elements: ``L`` partial
+  accumulators, ``L`` = ``V`` = 64 bytes of elements (16 f32, 8 f64, 32 bf16; the same on every host) times the
+  largest of 4, 2, 1 that gives at most 64 lanes (or ``V`` itself) and divides ``n`` into 4 chunks or more
+  (``partial_accumulator_lanes``: f32 rows of 1024 take 64 lanes, of 128 32, of 64 16; four vectors are four
+  independent chains of ops, and a row goes at the speed of its loads): ``p[k] = identity`` for ``k < L`` (-0.0
+  for float sums, 1, -inf, +inf, the integer extremes, ...); for each index of the other reduced dimensions in
+  row-major order, then each chunk ``c`` of the minor dimension: ``p[k] = reducer(p[k], input[..., c * L + k])``;
+  then while ``L' > 1`` lanes are left, ``p[k] = reducer(p[k], p[k + L'/2])`` for ``k < L'/2``; the result is
+  ``reducer(init, p[0])``. Other rows (no ``L``: too short, or a length a vector read would straddle) keep the
+  order above.
+- ``reduce`` of a row by an argmax or argmin reducer (``arg_reducer``, in ``tree_reduction_rewriter.py``: jax's
+  ``_argmax`` / ``_argmin``, where the accumulator ``a`` wins over the element ``b`` when it is a NaN, better, or
+  equal with a smaller index) together with the row's positions (an iota along the reduced dimension, the
+  physically minor one and the only one reduced), over ``n`` elements, a multiple of ``V`` = 64 bytes of values
+  with ``n >= 4V`` (one vector: the fold is bound by its compares' throughput, not their latency): lane ``k``
+  starts as (the worst value, ``k``) and folds ``k, k + V, k + 2V, ...`` in with the reducer (the first fold
+  yields element ``k`` itself, whatever it is; after it the lane's index is always the smaller, so the
+  reducer's tie-break compare is known true and left out); the lanes are halved as above, but the
+  two states are ordered by index before the reducer combines them; the result is ``reducer(init, lanes)``. That
+  is the sequential fold, bit for bit, for every input. Order the (value, index) pairs of the row by ``T``: NaNs above
   numbers and by the smaller index among themselves, numbers by the better value, equal numbers (-0 == +0) by the
   smaller index. Positions are distinct, so ``T`` is total, and when ``a``'s index is the smaller the reducer
   returns ``T``'s larger (``a`` a NaN: ``a``; ``b`` a NaN: no compare holds, ``b``; else the better, or the smaller
@@ -70,6 +76,7 @@ from xlapy.indexing.indexing_map import Variable
 from xlapy.indexing.interval import Interval
 from xlapy.indexing.ops import op_output_to_input
 from xlapy.shapes import ELEMENT_TYPES
+from xlapy.transforms.tree_reduction_rewriter import arg_reducer, compare_direction, is_position_iota
 
 
 def _reduction(em: FunctionEmitter, instr: HloInstruction, indices: Indices) -> Value:
@@ -180,11 +187,32 @@ _IDENTITIES: dict[str, dict[str, object]] = {
     "or": {"signed": 0, "unsigned": 0, "pred": 0},
     "xor": {"signed": 0, "unsigned": 0, "pred": 0},
 }
-# The partial accumulators fill one 512-bit vector (16 f32, 8 f64, 32 bf16), whatever the host's SIMD width: the
-# order of the sums is the same on every machine.
+# A vector of partial accumulators is one 512-bit register's worth of elements (16 f32, 8 f64, 32 bf16), whatever
+# the host's SIMD width: the order of the sums is the same on every machine.
 PARTIAL_ACCUMULATOR_BYTES = 64
+# A row whose length allows it is read into this many such vectors at once: independent chains of vector ops, so
+# that a row goes at the speed of the loads rather than that of one chain's latency (a float maximum waits about
+# four cycles for the previous one: f32[4096,1024] rows 1.7x faster with 4 than with 1) ...
+ACCUMULATOR_VECTORS = 4
+# ... up to this many lanes (vectorize-loads-stores reads at most 64 lanes at once).
+MAX_ACCUMULATOR_LANES = 64
 # Fewer chunks than this per row: the single accumulator's loop, whose order the interpreter's tests know best.
 MIN_CHUNKS = 4
+
+
+def partial_accumulator_lanes(size: int, byte_width: int, vectors: int = ACCUMULATOR_VECTORS) -> int | None:
+    """The partial accumulators of a row of ``size`` elements of ``byte_width`` bytes: ``V`` = 64 bytes of elements
+    times the largest of ``vectors``, ..., 2, 1 (powers of two) for which there are at most 64 lanes and the row is
+    a whole number, at least ``MIN_CHUNKS``, of such chunks; None when even ``V`` does not fit. A function of the
+    shape alone: f32 rows of 1024 get 64 lanes, of 128 32 lanes, of 64 16 lanes; f64 and bf16 rows up to 32 and 64
+    lanes, 8-bit integers 64 lanes."""
+    while vectors >= 1:
+        lanes = vectors * PARTIAL_ACCUMULATOR_BYTES // max(1, byte_width)
+        if lanes <= max(MAX_ACCUMULATOR_LANES, PARTIAL_ACCUMULATOR_BYTES // max(1, byte_width)) and \
+                size % lanes == 0 and size >= MIN_CHUNKS * lanes:
+            return lanes
+        vectors //= 2
+    return None
 
 
 @dataclass(frozen=True)
@@ -229,8 +257,8 @@ def _row_reduction(instr: HloInstruction, input_map: IndexingMap) -> _RowReducti
     if not isinstance(minor, AffineSymExpr):
         return None  # the minor dimension is not reduced
     size = operand.dimensions[layout.minor_to_major[0]]
-    lanes = PARTIAL_ACCUMULATOR_BYTES // max(1, info.byte_width)
-    if size % lanes or size < MIN_CHUNKS * lanes:
+    lanes = partial_accumulator_lanes(size, info.byte_width)
+    if lanes is None:
         return None  # a vector read starts at a multiple of its width (vectorize-loads-stores): no remainder
     return _RowReduction(root.opcode, identity, minor.position, size, lanes)
 
@@ -302,9 +330,6 @@ def _apply_reducer(em: FunctionEmitter, reducer: HloComputation, accumulator: SS
 
 # -- argmax / argmin rows: per-lane (value, index) accumulators ---------------------------------------------------
 
-_BETTER = {"GT": ("max", True), "GE": ("max", False), "LT": ("min", True), "LE": ("min", False)}
-
-
 @dataclass(frozen=True)
 class _ArgRowReduction:
     """A variadic reduce of a row and its positions by an argmax or argmin reducer: ``size`` elements read
@@ -314,98 +339,13 @@ class _ArgRowReduction:
     size: int
     lanes: int
     value_keeps_last: bool
-
-
-def _compare_of(instr: HloInstruction, lhs: HloInstruction, rhs: HloInstruction, directions) -> str | None:
-    """The direction of ``instr`` when it is a compare of ``lhs`` with ``rhs`` in one of ``directions`` (IEEE
-    order for floats: a total-order compare orders -0 before +0 and the NaNs)."""
-    if (instr.opcode == "compare" and tuple(instr.operands) == (lhs, rhs) and instr.attr("direction") in directions
-            and instr.attr("type") != "TOTALORDER"):
-        return instr.attr("direction")
-    return None
-
-
-def _pair(instr: HloInstruction, opcode: str) -> tuple[HloInstruction, HloInstruction] | None:
-    if instr.opcode == opcode and len(instr.operands) == 2:
-        return instr.operands[0], instr.operands[1]
-    return None
-
-
-def _arg_reducer(reducer: HloComputation, is_float_value: bool) -> bool | None:
-    """``value_keeps_last`` of an argmax or argmin reducer of ``(value_a, index_a, value_b, index_b)``, or None when
-    ``reducer`` is not one. It must read (``a`` the accumulator, ``b`` the element; jax's ``_argmax``/``_argmin``)::
-
-        better = compare(value_a, value_b), direction=GT (or GE; LT or LE for argmin)
-        keep = or(better, compare(value_a, value_a), direction=NE)     // the NaN test: required for floats
-        take_a = or(keep, and(compare(value_a, value_b), direction=EQ, compare(index_a, index_b), direction=LT))
-        tuple(select(keep or take_a, value_a, value_b), select(take_a, index_a, index_b))
-
-    (``take_a`` may be ``keep`` itself when ``better`` is GE or LE, the operands of ``or`` and ``and`` in either
-    order). So ``b`` wins unless ``a`` is a NaN, better, or equal with a smaller index: the index is that of the
-    first NaN, else of the first best value; the value is the same element's, or with ``select(keep, ...)`` and a
-    strict comparison the last of the values equal to the best (-0 and +0 are equal)."""
-    if len(reducer.parameters) != 4 or reducer.root.opcode != "tuple" or len(reducer.root.operands) != 2:
-        return None
-    value_a, index_a, value_b, index_b = reducer.parameters
-    value_select, index_select = reducer.root.operands
-    if (value_select.opcode != "select" or tuple(value_select.operands[1:]) != (value_a, value_b)
-            or index_select.opcode != "select" or tuple(index_select.operands[1:]) != (index_a, index_b)):
-        return None
-
-    def keep_of(instr: HloInstruction) -> tuple[HloInstruction, str] | None:
-        """(keep, the direction of ``better``) when ``instr`` is ``keep``."""
-        if (direction := _compare_of(instr, value_a, value_b, _BETTER)) is not None:
-            return (instr, direction) if not is_float_value else None  # a float reducer must test for NaN
-        if (operands := _pair(instr, "or")) is None:
-            return None
-        for better, nan in (operands, operands[::-1]):
-            direction = _compare_of(better, value_a, value_b, _BETTER)
-            if direction is not None and _compare_of(nan, value_a, value_a, ("NE",)) is not None:
-                return instr, direction
-        return None
-
-    take_a = index_select.operands[0]
-    found = keep_of(take_a)
-    has_tie_break = False
-    if found is None and (operands := _pair(take_a, "or")) is not None:
-        for keep, tie in (operands, operands[::-1]):
-            if (found := keep_of(keep)) is not None and (tie_operands := _pair(tie, "and")) is not None:
-                has_tie_break = any(
-                    _compare_of(equal, value_a, value_b, ("EQ",)) and _compare_of(smaller, index_a, index_b, ("LT",))
-                    for equal, smaller in (tie_operands, tie_operands[::-1]))
-                if has_tie_break:
-                    break
-            found = None
-    if found is None:
-        return None
-    keep, direction = found
-    strict = _BETTER[direction][1]
-    if strict and not has_tie_break:
-        return None  # equal values would take the later index
-    if value_select.operands[0] is take_a:
-        return False
-    if value_select.operands[0] is keep:
-        return strict  # a non-strict `better` keeps the first of equal values, as the index does
-    return None
-
-
-def _is_position_iota(instr: HloInstruction, dimension: int) -> bool:
-    """Whether ``instr`` is an iota along ``dimension`` (or a broadcast of one onto it): element ``k`` of the row
-    is ``k``."""
-    if instr.opcode == "iota":
-        return instr.attr("iota_dimension") == dimension
-    if instr.opcode == "broadcast" and instr.operands[0].opcode == "iota":
-        iota = instr.operands[0]
-        mapped = list(instr.attr("dimensions") or ())
-        return (iota.shape.element_type == instr.shape.element_type
-                and mapped[iota.attr("iota_dimension")] == dimension)
-    return False
+    worst: float | int  # the value no element is worse than (-inf for an argmax of floats)
 
 
 def _arg_row_reduction(instr: HloInstruction, input_map: IndexingMap) -> _ArgRowReduction | None:
     """How ``instr`` reduces with per-lane (value, index) accumulators, or None: it must reduce the physically minor
     dimension of its values alone, together with the positions along it (an iota), by an argmax or argmin reducer
-    (``_arg_reducer``), the row a multiple of 64 bytes of values and at least ``MIN_CHUNKS`` of them."""
+    (``arg_reducer``), the row a multiple of 64 bytes of values and at least ``MIN_CHUNKS`` of them."""
     if len(instr.operands) != 4 or input_map.constraints or len(input_map.range_vars) != 1:
         return None
     values, positions = instr.operands[:2]
@@ -420,26 +360,35 @@ def _arg_row_reduction(instr: HloInstruction, input_map: IndexingMap) -> _ArgRow
     if not values.shape.dimensions or layout.tiles:
         return None
     minor = layout.minor_to_major[0]
-    if not isinstance(input_map.results[minor], AffineSymExpr) or not _is_position_iota(positions, minor):
+    if not isinstance(input_map.results[minor], AffineSymExpr) or not is_position_iota(positions, minor):
         return None
     size = values.shape.dimensions[minor]
     if size - 1 > (1 << (index_info.bit_width - (not is_unsigned(index_name)))) - 1:
         return None  # the positions would wrap around
-    value_keeps_last = _arg_reducer(instr.called_computations[0], float_value)
-    if value_keeps_last is None:
+    form = arg_reducer(instr.called_computations[0], float_value)
+    if form is None:
         return None
-    lanes = PARTIAL_ACCUMULATOR_BYTES // value_info.byte_width
-    if size % lanes or size < MIN_CHUNKS * lanes:
+    value_keeps_last = form.value_keeps_last
+    # One vector of (value, index) states: the fold is bound by the throughput of its compares and selects, not by
+    # their latency, and more lanes only lengthen the combination at the end.
+    lanes = partial_accumulator_lanes(size, value_info.byte_width, vectors=1)
+    if lanes is None:
         return None
     # Equal integers are the same bits: which of them the value keeps does not show.
-    return _ArgRowReduction(size, lanes, value_keeps_last and float_value)
+    if float_value:
+        worst: float | int = -math.inf if form.better == "max" else math.inf
+    else:
+        bits = value_info.bit_width
+        signed = not is_unsigned(value_name)
+        worst = (-(1 << (bits - 1)) if signed else 0) if form.better == "max" else (1 << (bits - signed)) - 1
+    return _ArgRowReduction(size, lanes, value_keeps_last and float_value, worst)
 
 
 def _emit_arg_row_reduction(em: FunctionEmitter, instr: HloInstruction, indices: Indices, input_map: IndexingMap,
                             arg: _ArgRowReduction) -> tuple[SSAValue, SSAValue]:
-    """Lane ``k`` folds elements ``k, k + V, k + 2V, ...`` with the reducer (starting from element ``k``), the lanes
-    are combined by halving with the operands ordered by index, then the init values: the result of the sequential
-    fold (see the module docstring for why)."""
+    """Lane ``k`` folds elements ``k, k + V, k + 2V, ...`` with the reducer (starting as (the worst value, ``k``),
+    which element ``k`` replaces), the lanes are combined by halving with the operands ordered by index, then the
+    init values: the result of the sequential fold (see the module docstring for why)."""
     value_type = element_type(instr.operands[0].shape.element_type, instr.name)
     index_type = element_type(instr.operands[1].shape.element_type, instr.name)
     # Per lane: the value, the index of the reducer's result and, when the value keeps the last of equal values,
@@ -454,8 +403,11 @@ def _emit_arg_row_reduction(em: FunctionEmitter, instr: HloInstruction, indices:
         [Variable(Interval(0, chunks - 1)), Variable(Interval(0, arg.lanes - 1))])
     reducer = instr.called_computations[0]
     value_select, index_select = reducer.root.operands
+    index_a, index_b = reducer.parameters[1], reducer.parameters[3]
+    tie_breaks = [i for i in reducer.instructions if compare_direction(i, index_a, index_b, ("LT",))]
+    true = em.constant(1, "pred")
 
-    def read_chunk(chunk: SSAValue, accumulators: Indices | None) -> list[SSAValue]:
+    def fold_chunk(chunk: SSAValue, accumulators: Indices) -> list[SSAValue]:
         # A loop over the lanes, which vectorize-loads-stores and vectorize-lanes turn into vector ops.
         block = Block(arg_types=[IndexType(), *vector_types])
         lane, *partials = block.args
@@ -470,22 +422,26 @@ def _emit_arg_row_reduction(em: FunctionEmitter, instr: HloInstruction, indices:
             first = em.insert(arith.MuliOp(chunk, em.index(arg.lanes))).result
             position = em.insert(arith.AddiOp(em.insert(arith.IndexCastOp(first, index_type)).result,
                                               em.insert(arith.IndexCastOp(lane, index_type)).result)).result
-            if accumulators is None:
-                new = [value, position, position][:len(types)]
-            else:
-                old = [em.insert(vector.ExtractOp(a, [lane], t)).result for a, t in zip(accumulators, types)]
-                step = _inline_reducer(em, reducer, [old[0], old[1], value, position])
-                new = [step.emit_scalar(value_select, ()), step.emit_scalar(index_select, ())]
-                if arg.value_keeps_last:
-                    kept = step.emit_scalar(value_select.operands[0], ())
-                    new.append(em.insert(arith.SelectOp(kept, old[2], position)).result)
-            inserted = [em.insert(vector.InsertOp(v, p, [lane])).result for v, p in zip(new, partials)]
+            old = [em.insert(vector.ExtractOp(a, [lane], t)).result for a, t in zip(accumulators, types)]
+            # A lane's state comes from an earlier element than the one it folds in: the reducer's tie-break (the
+            # accumulator's index the smaller) holds, and is not computed.
+            earlier = {c: true for c in tie_breaks}
+            step = _inline_reducer(em, reducer, [old[0], old[1], value, position], earlier)
+            folded = [step.emit_scalar(value_select, ()), step.emit_scalar(index_select, ())]
+            if arg.value_keeps_last:
+                kept = step.emit_scalar(value_select.operands[0], ())
+                folded.append(em.insert(arith.SelectOp(kept, old[2], position)).result)
+            inserted = [em.insert(vector.InsertOp(v, p, [lane])).result for v, p in zip(folded, partials)]
             em.insert(scf.YieldOp(*inserted))
         return list(loop.results)
 
-    first = read_chunk(em.index(0), None)
-    rest = IndexingMap.from_exprs([affine.sym(0)], [], [Variable(Interval(1, chunks - 1))])
-    partials = em.loop((), rest, first, lambda chunk, accumulators: read_chunk(chunk[0], accumulators))
+    # Lane k starts as (the worst value, k): folding element k in yields element k itself, whatever it is (a
+    # worse value than every other, or equal to the worst value and at the same position, or a NaN), so one loop
+    # over every chunk reads the values in one place (one call of their function, which the inliner inlines).
+    every = IndexingMap.from_exprs([affine.sym(0)], [], [Variable(Interval(0, chunks - 1))])
+    positions = em._constant(DenseIntOrFPElementsAttr.from_list(vector_types[1], list(range(arg.lanes))))
+    start = [_splat(em, vector_types[0], arg.worst), positions, positions][:len(types)]
+    partials = em.loop((), every, start, lambda chunk, accumulators: fold_chunk(chunk[0], accumulators))
     lanes = [[em.insert(vector.ExtractOp(p, [k], t)).result for p, t in zip(partials, types)]
              for k in range(arg.lanes)]
     while len(lanes) > 1:
@@ -522,9 +478,11 @@ def _combine_lanes(em: FunctionEmitter, reducer: HloComputation, a: list[SSAValu
     return [by_last.emit_scalar(value_select, ()), index, em.insert(arith.SelectOp(kept, lo[2], hi[2])).result]
 
 
-def _inline_reducer(em: FunctionEmitter, reducer: HloComputation, args: list[SSAValue]) -> FunctionEmitter:
-    """An emitter of ``reducer``'s instructions in place, its parameters bound to ``args``."""
+def _inline_reducer(em: FunctionEmitter, reducer: HloComputation, args: list[SSAValue],
+                    known: dict[HloInstruction, SSAValue] | None = None) -> FunctionEmitter:
+    """An emitter of ``reducer``'s instructions in place, its parameters bound to ``args`` (and the instructions
+    of ``known`` to those values)."""
     inline = FunctionEmitter(em.partitioned, em.subgraph, em._function_block, em.params, (), em.called,
-                             bound=dict(zip(reducer.parameters, args)))
+                             bound={**dict(zip(reducer.parameters, args)), **(known or {})})
     inline.builder = em.builder
     return inline

@@ -29,6 +29,7 @@ from xlapy.codegen.emitters.in_place_dynamic_update_slice import (
 )
 from xlapy.codegen.emitters.input_slices import emit_input_slices_fusion, is_input_slices_fusion
 from xlapy.codegen.emitters.loop import emit_loop_fusion
+from xlapy.codegen.emitters.normalization import emit_normalization_fusion, is_normalization_fusion
 from xlapy.codegen.emitters.reduction import emit_reduction_fusion, is_reduction_fusion
 from xlapy.codegen.emitters.scatter import emit_scatter_fusion, is_scatter_fusion
 from xlapy.codegen.emitters.transpose import emit_transpose_fusion, is_transpose_fusion
@@ -173,6 +174,7 @@ EMITTERS: dict[str, Callable[[HloInstruction, Device, Sequence[int] | None], tup
     "concatenate": emit_concatenate_fusion,
     "transpose": emit_transpose_fusion,
     "reduction": emit_reduction_fusion,
+    "normalization": emit_normalization_fusion,
 }
 
 
@@ -180,9 +182,9 @@ def emitter_name(fusion: HloInstruction, slice_indices: Sequence[int] | None = N
     """The emitter of ``fusion``'s kernel given the ``slice_indices`` of its buffers: the scatter emitter when the
     fused root is a scatter, the in-place dynamic-update-slice emitter when its outputs are updates written over
     operands passed in their slices, the input-slices emitter when its outputs are slices of different dimensions
-    of one shape's arrays, the concatenate emitter when its hero is a concatenate, the reduction emitter
-    when its hero is a reduce, the transpose emitter when its hero is a transpose it tiles, else the loop
-    emitter."""
+    of one shape's arrays, the concatenate emitter when its hero is a concatenate, the normalization emitter when
+    a row reduce is broadcast back into its roots, the reduction emitter when its hero is a reduce, the transpose
+    emitter when its hero is a transpose it tiles, else the loop emitter."""
     if is_scatter_fusion(fusion):
         return "scatter"
     if in_place_updates(fusion, slice_indices) is not None:
@@ -191,6 +193,8 @@ def emitter_name(fusion: HloInstruction, slice_indices: Sequence[int] | None = N
         return "input_slices"
     if is_concatenate_fusion(fusion):
         return "concatenate"
+    if is_normalization_fusion(fusion):
+        return "normalization"
     if is_reduction_fusion(fusion):
         return "reduction"
     return "transpose" if is_transpose_fusion(fusion) else "loop"
@@ -218,9 +222,10 @@ def lower_fusion(fusion: HloInstruction, device: Device, dump: Dumper | None = N
         raise UnimplementedError(f"fusion {fusion.name} of kind {kind}: only the loop emitter exists")
     attempts = [device]
     # The scatter emitter's kernel is serial, without vectors, and the transpose emitter's loops over a tile's rows:
-    # nothing to fall back from.
+    # nothing to fall back from; the normalization emitter sizes its vectors itself (its row reductions end in
+    # scalar lanes).
     if passes is None and device.name == "cpu" and device.max_vector > 1 and \
-            emitter_name(fusion, slice_indices) not in ("scatter", "transpose"):
+            emitter_name(fusion, slice_indices) not in ("scatter", "transpose", "normalization"):
         attempts = [device.widened(vector_registers(fusion)), device.scalar()]
     for i, attempt in enumerate(attempts):
         make_passes = passes if passes is not None else lambda d=attempt: device_passes(d)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from xlapy.buffers.liveness import FORWARDING_OPCODES, array_leaves
 from xlapy.codegen.emitters.in_place_dynamic_update_slice import update_elements
+from xlapy.codegen.emitters.normalization import normalization_fusion
 from xlapy.codegen.emitters.reduction import reduction_fusion, reduction_output_elements
 from xlapy.codegen.emitters.scatter import is_scatter_fusion, scatter_launch
 from xlapy.codegen.fusion_checks import check_fusion, fusion_outputs
@@ -114,6 +115,9 @@ class ThunkEmitter:
             thunk.elements = launch.blocks * launch.elements_per_block
         elif updated is not None:
             thunk.elements = updated
+        elif (normalization := normalization_fusion(fusion)) is not None:
+            thunk.work = thunk.elements
+            thunk.elements = normalization.shape.rows  # a thread per row
         elif (reduction := reduction_fusion(fusion)) is not None:
             if reduction.side_outputs:
                 thunk.elements = reduction_output_elements(reduction)  # the side outputs are written per output

@@ -24,10 +24,15 @@ hoisting (XLA's thunk runtime only).
 Not in xlapy yet, so not run: the sharding remover, batch-dot
 simplification, convolution group conversion and canonicalisation, the
 linear-algebra expanders (Cholesky, QR, eigh, triangular solve),
-conditional-to-select, the top-k decomposer and rewriter, tree-reduction
-rewriting, the while-loop simplifier's other rewrites (see
+conditional-to-select, the top-k decomposer and rewriter, the while-loop
+simplifier's other rewrites (see
 ``while_loop_simplifier.py``), bitcast-dtypes and optimisation-barrier
 expansion.
+
+Where XLA:CPU runs its ``TreeReductionRewriter`` (reductions into windows of 32
+elements, for precision), xlapy runs the split of XLA:GPU's pass of that name
+(``tree_reduction_rewriter.py``): reductions with few outputs become
+independent rows for the thread pool.
 
 XLA:CPU runs multi-output fusion only behind an option that is off by default
 (``options::UseMultiOutputFusion``), and then fuses without duplicating
@@ -66,6 +71,7 @@ from xlapy.transforms.layout_assignment import LayoutAssignment
 from xlapy.transforms.logistic_expander import LogisticExpander
 from xlapy.transforms.map_inliner import MapInliner
 from xlapy.transforms.multi_output_fusion import MultiOutputFusion
+from xlapy.transforms.normalization_fusion import NormalizationFusion
 from xlapy.transforms.reshape_mover import ReshapeMover
 from xlapy.transforms.rng_bit_generator_expander import RngBitGeneratorExpander
 from xlapy.transforms.rng_expander import RngExpander
@@ -73,6 +79,7 @@ from xlapy.transforms.select_and_scatter_expander import SelectAndScatterExpande
 from xlapy.transforms.sort_simplifier import SortSimplifier
 from xlapy.transforms.stochastic_convert_decomposer import StochasticConvertDecomposer
 from xlapy.transforms.transpose_folding import TransposeFolding
+from xlapy.transforms.tree_reduction_rewriter import TreeReductionRewriter
 from xlapy.transforms.tuple_simplifier import TupleSimplifier
 from xlapy.transforms.while_loop_constant_sinking import WhileLoopConstantSinking
 from xlapy.transforms.while_loop_invariant_code_motion import WhileLoopInvariantCodeMotion
@@ -90,6 +97,7 @@ def _simplification(name: str) -> HloPass:
         HloDCE(),
         GatherExpander(GatherExpander.ELIMINATE_SIMPLE_GATHERS),
         GatherSimplifier(),  # XLA runs it when it compiles with the fusion emitters, as xlapy does
+        TreeReductionRewriter(),  # XLA:CPU's is the reduce-window form; this is XLA:GPU's split, for the cores
         ZeroSizedHloElimination(),
         WhileLoopInvariantCodeMotion(),
         TupleSimplifier(),
@@ -133,6 +141,9 @@ def _through_layout_assignment() -> HloPassPipeline:
 
 def _after_layout_assignment() -> HloPassPipeline:
     return HloPassPipeline("HLO passes after layout assignment", [
+        # Chains of normalization diamonds (softmax, layer norm) first, as XLA:GPU's softmax rewriter runs before
+        # its priority fusion: the fusion passes would cut them at each reduce.
+        NormalizationFusion(),
         # XLA duplicates producers into several consumers only without multi-output fusion.
         InstructionFusion(may_duplicate=False),
         MultiOutputFusion(),

@@ -23,6 +23,7 @@ from collections import deque
 from xlapy.hlo.ir import HloInstruction
 from xlapy.shapes import ELEMENT_TYPES, Shape
 from xlapy.transforms.fusible_ops import is_elementwise
+from xlapy.transforms.normalization_fusion import is_normalization_computation
 
 # Thresholds of the tiled transpose emitter (``ir_emission_utils.h``).
 MIN_DIMENSION_TO_TRANSPOSE_TILED = 16
@@ -209,11 +210,14 @@ def _in_place_dynamic_update_slice(roots: list[HloInstruction]) -> bool:
 
 
 def fusion_kind_of(fusion: HloInstruction) -> str:
-    """The emitter XLA would pick for ``fusion``: ``"reduction"``,
+    """The emitter XLA would pick for ``fusion``: ``"normalization"`` (a row reduce broadcast back into the
+    roots: ``normalization_fusion.is_normalization_computation``, XLA:GPU's Triton softmax fusions), ``"reduction"``,
     ``"transpose"``, ``"concatenate"``, ``"dynamic-update-slice"``,
     ``"scatter"`` or ``"loop"`` (``GetEmitterFusionKind``; an in-place
     dynamic-update-slice when every root updates a fused parameter, since
     whether the buffers alias is for buffer assignment to say)."""
+    if is_normalization_computation(fusion.fused_computation):
+        return "normalization"
     roots = fusion_roots(fusion)
     heroes = [find_non_trivial_hero(r) for r in roots]
     reduction = next((h for h in heroes if is_real_reduction_hero(h)), None)

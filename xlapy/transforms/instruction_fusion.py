@@ -55,7 +55,10 @@ The rules, XLA:CPU's unless said otherwise:
 * Concatenate is not fused (as producer or consumer) when it has more than 8
   operands or concatenates along the minor-most dimension of a non-vector at
   least 64 bytes wide and 2 KiB in total (plain copies are faster); no more
-  than 5 reduces go into one fusion; a dynamic-update-slice consumer does not
+  than 5 reduces go into one fusion, and a reduce does not fuse into a reduce
+  that reads it as is (through reshapes, slices and concatenates: the halves
+  of a tree reduction, as XLA:GPU keeps reductions apart); a
+  dynamic-update-slice consumer does not
   take a non-elementwise producer that reads the buffer it updates in place
   (``ShouldFuseInPlaceOp``), except a (dynamic-)slice at the same offsets.
 * Transposes are fused like any other data movement: XLA:CPU has no rule
@@ -155,6 +158,24 @@ def is_expensive(instr: HloInstruction) -> bool:
             divisor.opcode == "broadcast" and _is_constant_effective_scalar(divisor.operands[0]))
         return not (_is_integral(instr.shape) and by_constant)
     return True
+
+
+def _reduced_again(consumer: HloInstruction, operand_index: int) -> bool:
+    """Whether operand ``operand_index`` of ``consumer`` is reduced again, as is (by ``consumer`` or, through
+    reshapes, slices and concatenates, by a reduce in its fusion): XLA:GPU keeps a reduction from fusing into
+    another."""
+    if consumer.opcode == "reduce":
+        return True
+    if consumer.opcode != "fusion":
+        return False
+    pending = [p for p in consumer.fused_computation.parameters if p.parameter_number == operand_index]
+    while pending:
+        for user in pending.pop().users:
+            if user.opcode == "reduce":
+                return True
+            if user.opcode in ("reshape", "bitcast", "slice", "concatenate"):
+                pending.append(user)
+    return False
 
 
 def is_fusible(instr: HloInstruction) -> bool:
@@ -416,6 +437,8 @@ class InstructionFusion(HloPass):
             reduces = sum(1 for i in consumer.fused_computation.instructions if i.opcode == "reduce")
             if reduces > MAX_REDUCTIONS_IN_FUSION:
                 return False
+        if producer.opcode == "reduce" and _reduced_again(consumer, operand_index):
+            return False  # the halves of a tree reduction (tree_reduction_rewriter.py) stay separate kernels
         # No two-instruction fusion of a constant and one op.
         if producer.opcode == "constant" and consumer.opcode != "fusion":
             return False

@@ -12,10 +12,11 @@ this module (``variant``):
 variant                 XLA:GPU                                     here (the CPU)
 ======================  ==========================================  ==============================================
 ``row``                 a warp (or block) per row; each thread      a thread per row; the row is read as vectors
-                        accumulates a strided part of the row,      into a vector of partial accumulators, which a
-                        then ``xla_gpu.shuffle_reduce`` (warp       horizontal SIMD reduction combines at the end
-                        shuffles) and shared memory combine the     (the warp shuffle's butterfly becomes the
-                        threads' values                             halving of one vector register)
+                        accumulates a strided part of the row,      into up to four vectors of partial accumulators
+                        then ``xla_gpu.shuffle_reduce`` (warp       (independent chains), which a horizontal SIMD
+                        shuffles) and shared memory combine the     reduction combines at the end (the warp
+                        threads' values                             shuffle's butterfly becomes the halving of the
+                                                                    vectors, then of one register)
 ``multi-row``           rows of at most a warp's worth: several     rows shorter than one vector of partial
                         rows per warp, one shuffle per row          accumulators: SIMD lanes are consecutive
                                                                     rows, each lane reducing its row in order
@@ -39,14 +40,14 @@ no ``xla.allocate_shared`` and no ``xla.sync_threads``. The column dump after ``
       %s = arith.addf %a, %v : vector<16xf32>
       ...
 
-and a row reduction's::
+and a row reduction's (rows of 1024 f32: 64 partial accumulators, four 512-bit registers)::
 
-    %partials = scf.for %chunk = %c0 to %cM step %c1 iter_args(%p = %identity) -> (vector<16xf32>) {
-      %v = vector.transfer_read %input[...]                                      // 16 consecutive elements
-      %s = arith.addf %p, %v : vector<16xf32>
+    %partials = scf.for %chunk = %c0 to %c16 step %c1 iter_args(%p = %identity) -> (vector<64xf32>) {
+      %v = vector.transfer_read %input[...]                                      // 64 consecutive elements
+      %s = arith.addf %p, %v : vector<64xf32>
       ...
-    %0 = vector.extract %partials[0] ... %15 = vector.extract %partials[15]      // the horizontal reduction
-    %16 = arith.addf %0, %8 ...                                                  // lanes k and k + 8, ...
+    %0 = vector.extract %partials[0] ... %63 = vector.extract %partials[63]      // the horizontal reduction
+    %64 = arith.addf %0, %32 ...                                                 // lanes k and k + 32, ...
 
 Blocks partition the kept (output) elements and a thread computes each of its outputs alone, so every output is
 combined in one order fixed by the shapes, never by the number of blocks, threads or cores: results are bitwise
@@ -54,19 +55,29 @@ the same from run to run and on any machine (the partial accumulators are 64 byt
 SIMD width). The order, per output element (``xlapy/codegen/elemental_reduce.py`` emits it):
 
 - ``row`` with a reducer that is one associative and commutative op (add, multiply, maximum, minimum, and, or,
-  xor) and a row of ``n`` elements, ``n`` a multiple of ``V`` = 64 bytes of elements with ``n >= 4V``:
+  xor) and a row of ``n`` elements, when ``n`` is a whole number, at least 4, of chunks of ``L`` lanes: ``L`` is
+  ``V`` = 64 bytes of elements times 4, 2 or 1, the most that gives at most 64 lanes (``V`` itself always) and
+  fits (``partial_accumulator_lanes``: f32 rows of 1024 take ``L`` = 64, four independent vector chains, so that
+  a maximum's latency does not bound the row: f32[4096,1024] 1.7x faster than with one vector):
   ``p[k] = identity``; for each index of the other reduced dimensions in row-major order and each chunk ``c``:
-  ``p[k] = r(p[k], x[c*V + k])``; then ``p[k] = r(p[k], p[k + V'/2])`` while ``V' > 1`` lanes remain; the
-  result is ``r(init, p[0])``. For a float sum that is ``V`` sums of ``n/V`` terms and a tree of depth
-  ``log2 V``: within ``gamma(n/V + log2 V + 1) * sum|x|`` of the exact sum (Higham, Accuracy and Stability of
+  ``p[k] = r(p[k], x[c*L + k])``; then ``p[k] = r(p[k], p[k + L'/2])`` while ``L' > 1`` lanes remain; the
+  result is ``r(init, p[0])``. For a float sum that is ``L`` sums of ``n/L`` terms and a tree of depth
+  ``log2 L``: within ``gamma(n/L + log2 L + 1) * sum|x|`` of the exact sum (Higham, Accuracy and Stability of
   Numerical Algorithms, 4.2; ``gamma(k) = k*u / (1 - k*u)``), and within that plus ``gamma(n) * sum|x|`` of the
   interpreter's, which is what ``tests/codegen/test_reduction_emitter.py`` checks.
 - ``row`` with an argmax or argmin reducer of the row and its positions (jax's ``jnp.argmax`` / ``jnp.argmin``),
-  the same row lengths: per-lane (value, index) accumulators, lane ``k`` folding elements ``k, k + V, ...``, then a
-  halving whose two operands are ordered by index. ``elemental_reduce.py`` proves that this is bit for bit the
-  sequential fold for every input, NaNs, infinities and signed zeros included.
+  rows of a whole number, at least 4, of vectors of ``V`` values: per-lane (value, index) accumulators in one
+  vector (the fold is bound by the throughput of its compares, not their latency), lane ``k`` folding elements
+  ``k, k + V, ...``, then a halving whose two operands are ordered by index. ``elemental_reduce.py`` proves that
+  this is bit for bit the sequential fold for every input, NaNs, infinities and signed zeros included.
 - every other reduction (columns, short rows, other variadic reducers, reducers of several ops): the
   elemental order, ``acc = init``, then the reduced elements in row-major order (bit for bit the interpreter's).
+
+A reduction with few outputs and a large reduced dimension (a whole array summed) would leave all but one core
+idle: the HLO pass ``xlapy/transforms/tree_reduction_rewriter.py`` (XLA:GPU's ``TreeReductionRewriter``) splits it
+beforehand into an inner reduction of many rows and an outer one of their results, each a kernel of this
+emitter, both sizes functions of the shape; a float sum then goes through both orders above (its bound is the
+sum of the two depths).
 
 Side outputs are written by a second ``xla.loop`` over the same blocks (a block writes the side outputs of the
 input elements its outputs reduce), an epilogue is the root function at the output's indices, and sibling

@@ -19,7 +19,8 @@ of N everywhere (aligned):
 ``%base`` is the same apply_indexing with ``%iv`` replaced by 0, hoisted. Only
 ops directly in the loop body are rewritten (not inside an ``scf.if``): there
 every iteration runs the access, which is what makes the whole vector access
-in bounds. Alignment plus a tensor size divisible by N keep it in bounds too.
+in bounds. Alignment plus a tensor size divisible by N keep it in bounds too; a read from a tensor of another
+size is vectorized when the range of its index shows every lane in bounds.
 
 An index computed through a broadcast (or any other chain of apply_indexing
 ops in the loop body, e.g. ``#map2(%dim0, %dim1)`` of ``%dim0, %dim1 =
@@ -118,6 +119,19 @@ def _vector_type(loop: scf.ForOp, type_: Attribute) -> VectorType | None:
     if not isinstance(element, (AnyFloat, IntegerType)) or type_.get_shape()[0] % size:
         return None
     return VectorType(element, [size])
+
+
+def _vector_type_in_bounds(loop: scf.ForOp, type_: Attribute, folded: _FoldedIndex) -> VectorType | None:
+    """The vector of a read whose tensor's size is no multiple of the lanes, when the range of its index proves
+    every lane in bounds (a row reduction's rows cut out of a longer 1-D tensor)."""
+    size = _lane_count(loop)
+    if size is None or not isinstance(type_, TensorType) or type_.get_num_dims() != 1:
+        return None
+    if not isinstance(type_.encoding, NoneAttr) or not isinstance(type_.element_type, (AnyFloat, IntegerType)):
+        return None
+    if folded.indexing_map.touched_ranges()[0].upper > type_.get_shape()[0] - 1:
+        return None
+    return VectorType(type_.element_type, [size])
 
 
 def _is_aligned(rest: AffineExpr, size: int, indexing_map: IndexingMap) -> bool:
@@ -387,6 +401,8 @@ class _LoopVectorizer:
             if not folded.uses_iv():  # the same element in every lane: read it once, before the loop
                 self.hoist(op, self.folded_index(folded))
                 return
+            if vector_type is None:
+                vector_type = _vector_type_in_bounds(self.loop, op.tensor.type, folded)
             if vector_type is None or not folded.is_contiguous(size):
                 return  # a gather
             base = self.folded_index(folded)
