@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from xdsl.dialects.builtin import ModuleOp
@@ -44,10 +44,12 @@ from xlapy.codegen.passes.lower_apply_indexing import LowerApplyIndexingPass
 from xlapy.codegen.passes.lower_complex import LowerComplexPass
 from xlapy.codegen.passes.lower_loops_to_scf import LowerLoopsToScfPass
 from xlapy.codegen.passes.lower_tensors import LowerTensorsPass
+from xlapy.codegen.passes.nontemporal_stores import NontemporalStoresPass
 from xlapy.codegen.passes.simplify_arith import SimplifyArithPass
 from xlapy.codegen.passes.unroll_loops import UnrollLoopsPass
 from xlapy.codegen.passes.vectorize_lanes import VectorizeLanesPass, lanes_vectorizable, remaining_lanes
 from xlapy.codegen.passes.vectorize_loads_stores import VectorizeLoadsStoresPass
+from xlapy.codegen.streaming import writes_program_result
 from xlapy.errors import UnimplementedError, XlapyError
 from xlapy.hlo.ir import HloInstruction
 
@@ -77,7 +79,8 @@ class PassStep:
 # then to LLVM. The CPU
 # unrolls only the lane loops that do not vectorize, lowers complex arithmetic to its parts (before
 # ``canonicalize``, which would fold complex ops in Python), and turns the lanes into vector ops once the index
-# arithmetic is lowered and simplified (before ``lower-tensors``).
+# arithmetic is lowered and simplified (before ``lower-tensors``), and writes large outputs it never reads with
+# streaming stores (``nontemporal-stores``, once stores are LLVM stores).
 PIPELINE: tuple[PassStep, ...] = (
     PassStep(InlinePass),
     PassStep(LowerLoopsToScfPass),
@@ -92,6 +95,7 @@ PIPELINE: tuple[PassStep, ...] = (
     PassStep(CanonicalizePass),
     PassStep(VectorizeLanesPass, targets=frozenset({"cpu"})),
     PassStep(LowerTensorsPass),
+    PassStep(NontemporalStoresPass, targets=frozenset({"cpu"})),
 )
 
 
@@ -121,8 +125,12 @@ def vector_registers(fusion: HloInstruction) -> int:
     return WIDE_VECTOR_REGISTERS if len(computation_roots(computation)) == 1 and functions <= 1 else 1
 
 
-def device_passes(device: Device) -> list[ModulePass]:
-    return target_passes(device.name)
+def device_passes(device: Device, program_result: bool = False) -> list[ModulePass]:
+    """The passes of ``device``'s target; ``program_result``: the kernel writes results of the program, which
+    `nontemporal-stores` streams from a smaller size on."""
+    passes = target_passes(device.name)
+    return [replace(p, program_result=True) if program_result and isinstance(p, NontemporalStoresPass) else p
+            for p in passes]
 
 
 @dataclass
@@ -228,7 +236,8 @@ def lower_fusion(fusion: HloInstruction, device: Device, dump: Dumper | None = N
             emitter_name(fusion, slice_indices) not in ("scatter", "transpose", "normalization"):
         attempts = [device.widened(vector_registers(fusion)), device.scalar()]
     for i, attempt in enumerate(attempts):
-        make_passes = passes if passes is not None else lambda d=attempt: device_passes(d)
+        make_passes = passes if passes is not None else \
+            lambda d=attempt: device_passes(d, program_result=writes_program_result(fusion))
         lowered = _lower(fusion, attempt, dump, make_passes, fallback=i + 1 < len(attempts),
                          slice_indices=slice_indices)
         if lowered is not None:

@@ -2,7 +2,8 @@
 
 The key is a fingerprint of everything the machine code depends on: the
 fused computation's text, the fusion's operand and result shapes (with
-layouts), which of its buffers are passed as one slice, the device, the
+layouts), which of its buffers are passed as one slice, whether it writes
+results of the program (``codegen/streaming.py``), the device, the
 compile options, the host CPU and its features, the versions of LLVM,
 llvmlite and xDSL, and the source of the whole xlapy package (the code
 generator uses its IR, indexing, shapes and more).
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xlapy.codegen.launch import Device, LaunchDimensions
+from xlapy.codegen.streaming import writes_program_result
 from xlapy.errors import XlapyError
 from xlapy.files import read_regular_file
 from xlapy.hlo.ir import HloInstruction
@@ -115,6 +117,8 @@ def key_inputs(fusion: HloInstruction, device: Device, options: str = "",
         "operands": ",".join(str(op.shape) for op in fusion.operands),
         # Buffers passed as one slice are one pointer argument of the code.
         "slice_indices": "" if slice_indices is None else ",".join(map(str, slice_indices)),
+        # The program's results are written with streaming stores from a smaller size on.
+        "program_result": str(writes_program_result(fusion)),
     }
 
 

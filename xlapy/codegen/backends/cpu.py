@@ -25,6 +25,13 @@ tile, as on a GPU (`_Phase`).
 loops live there, where LLVM sees `noalias` (+ `dereferenceable`) arguments — the runtime never passes
 overlapping buffers (duplicates were merged by `lower-tensors`).
 
+Streaming stores: an `llvm.store` marked `nontemporal` (by `nontemporal-stores`: a whole-line vector store into a
+large output the kernel never reads) becomes a store with `!nontemporal` metadata at its `alignment` (64), which
+x86 emits as `vmovntps`/`vmovntdq`; the kernel then ends with `sfence` (streaming stores are weakly ordered: the
+threads that read the output next must see them). A pointer argument with `llvm.align` gets LLVM's `align`, and the
+signature records it: `CpuKernel` refuses a buffer that does not start on that boundary (an aligned streaming
+store to an unaligned address faults).
+
 Semantics choices:
 - `index` is i64.
 - bf16 and f16 arithmetic is done in f32 and rounded back after every op (XLA's semantics; exact for the
@@ -62,6 +69,7 @@ import contextlib
 import ctypes
 import functools
 import hashlib
+import math
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -371,6 +379,8 @@ class _Translator:
         self.is_entry = ids is not _NO_IDS
         # Vector loads and stores are split into lanes (`_Lanes`) only where the lanes are read one by one.
         self.scalar_lanes = True
+        # Whether a streaming (`!nontemporal`) store was emitted: the kernel then ends with a store fence.
+        self.streaming_stores = False
 
     # values
     def get(self, value: SSAValue) -> ir.Value:
@@ -1041,13 +1051,26 @@ def _load(t: _Translator, op: xllvm.LoadOp) -> None:
 @_lowers("llvm.store")
 def _store(t: _Translator, op: xllvm.StoreOp) -> None:
     pointer = t.get(op.ptr)
+    alignment = _alignment(op)
     if t.is_lanes(op.value) and t.scalar_lanes:
+        # Scalar stores, never streaming ones: LLVM's loop vectorizer leaves loops with streaming stores scalar.
         value_type = t.values[op.value].type
+        element_bytes = _ELEMENT_BYTES.get(str(value_type.element))
         for k, lane in enumerate(t.lanes(op.value)):
             address = t.b.gep(pointer, [_constant(I64, k)], inbounds=True, source_etype=value_type.element)
-            t.b.store(_as_stored(t, lane), address if k else pointer, align=_alignment(op))
+            # Lane k is aligned to what its offset keeps of the vector's alignment.
+            lane_alignment = alignment if not k or alignment is None or element_bytes is None else \
+                math.gcd(alignment, k * element_bytes)
+            t.b.store(_as_stored(t, lane), address if k else pointer, align=lane_alignment)
     else:
-        t.b.store(_as_stored(t, t.get(op.value)), pointer, align=_alignment(op))
+        store = t.b.store(_as_stored(t, t.get(op.value)), pointer, align=alignment)
+        if op.nontemporal is not None:
+            store.set_metadata("nontemporal", t.module.add_metadata([_constant(I32, 1)]))
+            t.streaming_stores = True
+
+
+# Bytes of the scalar LLVM types a vector's lanes can have.
+_ELEMENT_BYTES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "half": 2, "bfloat": 2, "float": 4, "double": 8}
 
 
 def _in_memory(value_type: ir.Type) -> ir.Type:
@@ -1185,6 +1208,17 @@ class KernelSignature:
     buffer_sizes: tuple[int, ...]  # minimum byte size of each buffer (0 = unknown), in argument order
     threads: int  # threads per block (inner loop trip count)
     blocks: int  # number of blocks of the launch (block ranges are subsets of [0, blocks))
+    # The byte boundary each buffer must start on (the `llvm.align` of its argument: written with streaming
+    # stores), in argument order; empty when no buffer needs more than its elements' alignment.
+    buffer_alignments: tuple[int, ...] = ()
+
+    def alignment(self, index: int) -> int:
+        """The byte boundary buffer ``index`` must start on (1: any address its elements fit)."""
+        return self.buffer_alignments[index] if self.buffer_alignments else 1
+
+
+# No buffer is asked to start on a larger boundary than a page.
+_MAX_ALIGNMENT = 4096
 
 
 def _signature_symbol(entry: str) -> str:
@@ -1192,9 +1226,11 @@ def _signature_symbol(entry: str) -> str:
 
 
 def embed_signature(module: ir.Module, entry: str, signature: KernelSignature) -> None:
-    """The signature as a constant in the object code, `[buffers, threads, blocks, size...] x i64`, so that
-    object code alone (e.g. from a kernel cache) is enough to run the kernel."""
-    values = [len(signature.buffer_sizes), signature.threads, signature.blocks, *signature.buffer_sizes]
+    """The signature as a constant in the object code, `[buffers, threads, blocks, size..., alignment...] x i64`,
+    so that object code alone (e.g. from a kernel cache) is enough to run the kernel."""
+    count = len(signature.buffer_sizes)
+    alignments = [signature.alignment(i) for i in range(count)]
+    values = [count, signature.threads, signature.blocks, *signature.buffer_sizes, *alignments]
     array = ir.ArrayType(I64, len(values))
     variable = ir.GlobalVariable(module, array, name=_signature_symbol(entry))
     variable.global_constant = True
@@ -1208,12 +1244,14 @@ def _read_signature(engine: llvm.ExecutionEngine, entry: str, size: int | None =
     if not address:
         raise VerifyError(f"cpu backend: the object code has no signature of @{entry}")
     count = ctypes.c_int64.from_address(address).value
-    if count < 0 or (size is not None and size != (count + 3) * 8):
+    if count < 0 or (size is not None and size != (2 * count + 3) * 8):
         raise VerifyError(f"cpu backend: the signature of @{entry} is malformed")
-    values = (ctypes.c_int64 * (count + 3)).from_address(address)
-    if values[1] < 1 or values[2] < 1 or any(v < 0 for v in values[3:]):
+    values = (ctypes.c_int64 * (2 * count + 3)).from_address(address)
+    sizes, alignments = tuple(values[3:count + 3]), tuple(values[count + 3:])
+    if values[1] < 1 or values[2] < 1 or any(v < 0 for v in sizes) or \
+            any(a < 1 or a > _MAX_ALIGNMENT or a & (a - 1) for a in alignments):
         raise VerifyError(f"cpu backend: the signature of @{entry} is malformed")
-    return KernelSignature(tuple(values[3:]), values[1], values[2])
+    return KernelSignature(sizes, values[1], values[2], alignments if any(a > 1 for a in alignments) else ())
 
 
 def _id_count(function: func.FuncOp, op_type: type[Operation]) -> int | None:
@@ -1302,6 +1340,16 @@ def _define_helper(module: ir.Module, function: func.FuncOp, native_bf16: bool) 
     translator.block(function.body.block)
 
 
+def _arg_alignment(function: func.FuncOp, index: int) -> int:
+    """The `llvm.align` of pointer argument ``index`` (1 without one)."""
+    attr = _arg_attr(function, index, "llvm.align")
+    alignment = attr.value.data if isinstance(attr, IntegerAttr) else 1
+    if alignment < 1 or alignment > _MAX_ALIGNMENT or alignment & (alignment - 1):
+        raise VerifyError(f"cpu backend: argument {index} aligned to {alignment} bytes (a power of two up to "
+                          f"{_MAX_ALIGNMENT})")
+    return alignment
+
+
 def _kernel_function(module: ir.Module, function: func.FuncOp, sizes: list[int]) -> ir.Function:
     """`void @<entry>.kernel(ptr noalias dereferenceable(N) ..., i64 %block_begin, i64 %block_end)`."""
     count = len(sizes)
@@ -1314,6 +1362,8 @@ def _kernel_function(module: ir.Module, function: func.FuncOp, sizes: list[int])
     for i, arg in enumerate(kernel.args[:count]):
         if _arg_attr(function, i, "llvm.noalias") is not None:
             arg.add_attribute("noalias")
+        if (alignment := _arg_alignment(function, i)) > 1:
+            arg.attributes.align = alignment  # checked by `CpuKernel` before every launch
         # No `dereferenceable`: with it LLVM may speculate loads that an scf.if guards
         # (pad, concatenate) to addresses outside the buffer.
     return kernel
@@ -1446,7 +1496,21 @@ def _emit_loops(t: _Translator, function: func.FuncOp, threads: int) -> None:
     bl.add_incoming(b.add(bl, _constant(I64, 1), name="bl.next"), thread_header)
     b.branch(block_header)
     b.position_at_end(exit_block)
+    if t.streaming_stores:
+        _store_fence(t)
     b.ret_void()
+
+
+def _store_fence(t: _Translator) -> None:
+    """Orders the kernel's streaming stores before whatever this thread does next (signalling that its blocks are
+    done): x86 keeps streaming stores out of its store order, `sfence` puts them back; elsewhere a full fence."""
+    if host_target()[0].startswith(("x86_64", "i686", "i386")):
+        fence = t.module.globals.get("llvm.x86.sse.sfence")
+        if fence is None:
+            fence = ir.Function(t.module, ir.FunctionType(ir.VoidType(), []), name="llvm.x86.sse.sfence")
+        t.b.call(fence, [])
+    else:
+        t.b.fence("seq_cst")
 
 
 def _emit_wrapper(module: ir.Module, name: str, kernel: ir.Function, count: int) -> None:
@@ -1477,7 +1541,8 @@ def _define_entry(module: ir.Module, function: func.FuncOp, native_bf16: bool) -
     translator.scalar_lanes = not _is_vectorized(function)
     _emit_loops(translator, function, threads)
     _emit_wrapper(module, function.sym_name.data, kernel, len(types))
-    signature = KernelSignature(tuple(sizes), threads, blocks)
+    alignments = tuple(_arg_alignment(function, i) for i in range(len(types)))
+    signature = KernelSignature(tuple(sizes), threads, blocks, alignments if any(a > 1 for a in alignments) else ())
     embed_signature(module, function.sym_name.data, signature)
     return signature
 
@@ -1673,6 +1738,10 @@ class CpuKernel:
                 raise VerifyError(f"cpu kernel: buffer {i} is not contiguous")
             if buffer.nbytes < size:
                 raise VerifyError(f"cpu kernel: buffer {i} has {buffer.nbytes} bytes, the kernel reads {size}")
+            alignment = self.signature.alignment(i)
+            if buffer.ctypes.data % alignment:
+                raise VerifyError(f"cpu kernel: buffer {i} does not start on a {alignment}-byte boundary (the kernel "
+                                  "writes it with aligned streaming stores)")
             pointers[i] = buffer.ctypes.data
         return pointers
 

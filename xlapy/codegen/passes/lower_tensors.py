@@ -37,7 +37,9 @@ Duplicate buffers: when the same buffer slice is passed twice (XLA's `merge_poin
 function's tensor arguments carry the discardable argument attribute `xla.slice_index = N`. Arguments with the
 same slice index are merged into one pointer argument — the first such argument wins, later ones are removed
 from the signature, so the runtime passes each slice once, in the order of the remaining arguments. A merged
-argument the entry stores to (an output written over an operand) is read without `invariant`.
+argument the entry stores to (an output written over an operand) is read without `invariant`. The entry's merged
+pointer gets the discardable unit attribute `xla.aliased`: it stands for an operand as well as an output (what
+`nontemporal-stores` needs to know: an in-place update keeps its lines in the cache).
 
 Shared memory on the CPU (XLA's lower_tensors.cc turns `xla_gpu.allocate_shared` into a global of the GPU's
 shared address space): a block's threads run one after another on one CPU thread, so the block's shared tile is a
@@ -96,6 +98,8 @@ SLICE_INDEX_ATTR = "xla.slice_index"
 INVARIANT_ATTR = "invariant"
 NOALIAS_ATTR = "llvm.noalias"
 DEREFERENCEABLE_ATTR = "llvm.dereferenceable"
+# On an entry pointer that stands for several tensor arguments of one slice (see "Duplicate buffers").
+ALIASED_ATTR = "xla.aliased"
 PURE_CALL = "xla.pure_call"
 # Shared tiles start on a cache line: a row of the tile is then one vector access at most two lines wide.
 SHARED_ALIGNMENT = 64
@@ -511,8 +515,10 @@ def _pointer_arguments(
             pointer, first_attrs = by_slice[slice_index]
             state.roots[arg] = pointer
             merged = True
-            if is_entry and size.value.data > first_attrs[DEREFERENCEABLE_ATTR].value.data:
-                first_attrs[DEREFERENCEABLE_ATTR] = size
+            if is_entry:
+                first_attrs[ALIASED_ATTR] = UnitAttr()
+                if size.value.data > first_attrs[DEREFERENCEABLE_ATTR].value.data:
+                    first_attrs[DEREFERENCEABLE_ATTR] = size
             continue
         pointer = block.insert_arg(llvm.LLVMPointerType(), arg.index)
         pointer.name_hint = arg.name_hint
@@ -573,4 +579,5 @@ class LowerTensorsPass(ModulePass):
         verify_op(op)
 
 
-__all__ = ["DEREFERENCEABLE_ATTR", "INVARIANT_ATTR", "NOALIAS_ATTR", "SLICE_INDEX_ATTR", "LowerTensorsPass"]
+__all__ = ["ALIASED_ATTR", "DEREFERENCEABLE_ATTR", "INVARIANT_ATTR", "NOALIAS_ATTR", "SLICE_INDEX_ATTR",
+           "LowerTensorsPass"]
