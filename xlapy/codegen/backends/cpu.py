@@ -108,6 +108,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from xlapy.codegen.backends.object_check import check_object, host_machine
+from xlapy.codegen.dialect import UNPREDICTABLE_ATTR
 from xlapy.errors import UnimplementedError, VerifyError
 from xlapy.registry import registrar
 
@@ -730,7 +731,10 @@ def _cmpi(t: _Translator, op: arith.CmpiOp) -> None:
 
 @_lowers("arith.select")
 def _select(t: _Translator, op: Operation) -> None:
-    t.set(op, t.b.select(*t.args(op)))
+    value = t.b.select(*t.args(op))
+    if UNPREDICTABLE_ATTR in op.attributes:
+        value.set_metadata("unpredictable", t.module.add_metadata([]))
+    t.set(op, value)
 
 
 # arith: conversions
