@@ -75,6 +75,18 @@ def test_tuple_output_of_the_wrong_size_names_the_output():
         xlapy.compile(parse_module(TUPLE_OVERFLOW), verify=False)
 
 
+def test_loop_fusion_outputs_of_different_dimensions_are_refused():
+    # The loop emitter walks the first output's indices and writes every output at them: an f32[4] second output
+    # would be written at 8 indices.
+    module = parse_module("""HloModule m
+f { a = f32[8] parameter(0)  n = f32[8] negate(a)  s = f32[4] slice(n), slice={[0:4]}
+    ROOT t = (f32[8], f32[4]) tuple(n, s) }
+ENTRY e { p = f32[8] parameter(0)  ROOT fusion = (f32[8], f32[4]) fusion(p), kind=kLoop, calls=f }
+""")
+    with pytest.raises(VerifyError, match=r"fusion fusion: outputs f32\[8\] and f32\[4\] have different"):
+        xlapy.compile(module, verify=False)
+
+
 def test_a_kernel_refuses_buffers_of_other_sizes():
     module = parse_module("""HloModule m
 f { a = f32[16] parameter(0)  ROOT n = f32[16] negate(a) }

@@ -112,18 +112,18 @@ def _check_outputs(fusion: HloInstruction, computation: HloComputation) -> None:
         if not same_shape(output, shape):
             raise _error(fusion, f"output {index} is {show(output)}, but the fused computation computes "
                                  f"{show(shape)} ({name})")
-    from xlapy.codegen.emitters.input_slices import is_input_slices_fusion  # the emitters import this module's users
-    from xlapy.codegen.emitters.reduction import is_reduction_fusion
-
-    for output in outputs[1:]:
-        # One loop walks the indices of the first output and writes every output at them (the reduction emitter
-        # writes its side outputs by a loop of their own, the input-slices emitter walks the slices' input).
-        if not output.is_tuple and output.dimensions != outputs[0].dimensions and not is_reduction_fusion(fusion) \
-                and not is_input_slices_fusion(fusion):
-            raise _error(fusion, f"outputs {show(outputs[0])} and {show(output)} have different dimensions")
     for output in outputs:
         if not output.is_tuple:
             _byte_size(fusion, output)
+
+
+def check_output_dimensions(fusion: HloInstruction) -> None:
+    """Raises ``VerifyError`` unless every array output of ``fusion`` has the first one's dimensions: what an
+    emitter needs that walks the indices of the first output and writes every output at them."""
+    outputs = [output for output in fusion_outputs(fusion) if not output.is_tuple]
+    for output in outputs[1:]:
+        if output.dimensions != outputs[0].dimensions:
+            raise _error(fusion, f"outputs {show(outputs[0])} and {show(output)} have different dimensions")
 
 
 def _byte_size(fusion: HloInstruction, shape: Shape) -> int:

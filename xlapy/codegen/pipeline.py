@@ -33,6 +33,7 @@ from xlapy.codegen.emitters.normalization import emit_normalization_fusion, is_n
 from xlapy.codegen.emitters.reduction import emit_reduction_fusion, is_reduction_fusion
 from xlapy.codegen.emitters.scatter import emit_scatter_fusion, is_scatter_fusion
 from xlapy.codegen.emitters.transpose import emit_transpose_fusion, is_transpose_fusion
+from xlapy.codegen.fusion_checks import check_output_dimensions
 from xlapy.codegen.launch import Device, LaunchDimensions
 from xlapy.codegen.mlir_text import make_context, print_mlir
 from xlapy.codegen.partitioner import computation_roots
@@ -186,6 +187,11 @@ EMITTERS: dict[str, Callable[[HloInstruction, Device, Sequence[int] | None], tup
 }
 
 
+# The emitters that write each output by a loop of its own (a reduction's side outputs, the slices of one input);
+# the others walk the indices of the first output and write every output at them.
+OUTPUTS_OF_ANY_DIMENSIONS = frozenset({"reduction", "input_slices"})
+
+
 def emitter_name(fusion: HloInstruction, slice_indices: Sequence[int] | None = None) -> str:
     """The emitter of ``fusion``'s kernel given the ``slice_indices`` of its buffers: the scatter emitter when the
     fused root is a scatter, the in-place dynamic-update-slice emitter when its outputs are updates written over
@@ -228,12 +234,15 @@ def lower_fusion(fusion: HloInstruction, device: Device, dump: Dumper | None = N
     kind = fusion.attr("kind")
     if kind not in ("kLoop", None):
         raise UnimplementedError(f"fusion {fusion.name} of kind {kind}: only the loop emitter exists")
+    emitter = emitter_name(fusion, slice_indices)
+    if emitter not in OUTPUTS_OF_ANY_DIMENSIONS:
+        check_output_dimensions(fusion)
     attempts = [device]
     # The scatter emitter's kernel is serial, without vectors, and the transpose emitter's loops over a tile's rows:
     # nothing to fall back from; the normalization emitter sizes its vectors itself (its row reductions end in
     # scalar lanes).
     if passes is None and device.name == "cpu" and device.max_vector > 1 and \
-            emitter_name(fusion, slice_indices) not in ("scatter", "transpose", "normalization"):
+            emitter not in ("scatter", "transpose", "normalization"):
         attempts = [device.widened(vector_registers(fusion)), device.scalar()]
     for i, attempt in enumerate(attempts):
         make_passes = passes if passes is not None else \
