@@ -1,13 +1,39 @@
-"""What the code generator's tests share: exactly representable arguments, the kernels of a compiled module, and
-the error bound of a floating-point sum."""
+"""What the code generator's tests share: the host the FileCheck expectations are written for, the directives and
+checks of a test program, exactly representable arguments, the kernels of a compiled module, and the error bound
+of a floating-point sum."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
 import xlapy
+from xlapy.codegen.launch import Device
+from xlapy.hlo.ir import HloInstruction
 from xlapy.runtime.thunks.kernel import KernelThunk
 from xlapy.shapes import ELEMENT_TYPES, parse_shape
+
+# The device the FileCheck expectations are written for: a host with 512-bit SIMD registers.
+WIDE_HOST = Device("cpu", threads_per_block=64, vector_bytes=64, max_vector=64, exact_blocks=True,
+                   rows_hold_vectors=True)
+
+
+def only_fusion(module: xlapy.HloModule) -> HloInstruction:
+    """The one fusion of ``module``'s entry computation."""
+    (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    return fusion
+
+
+def directive(text: str, name: str) -> str | None:
+    """The value of a test program's ``// NAME: value`` line, if it has one."""
+    match = re.search(rf"^// {name}: (.*)$", text, re.MULTILINE)
+    return match.group(1).strip() if match else None
+
+
+def check_lines(text: str) -> str:
+    """A test program's FileCheck lines."""
+    return "\n".join(line for line in text.splitlines() if re.match(r"// CHECK", line))
 
 
 def exact_values(shape: str, seed: int, integer_bound: int = 100, steps: int = 16, denominator: int = 8) \

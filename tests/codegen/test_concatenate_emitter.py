@@ -11,6 +11,7 @@ import itertools
 import pytest
 
 import xlapy
+from tests.codegen.emitter_cases import WIDE_HOST
 from tools.loop_fusion_corpus import single_fusion
 from xlapy.codegen.dialect import LoopOp
 from xlapy.codegen.emitters.concatenate import concatenate_hero, emit_concatenate_fusion
@@ -19,9 +20,6 @@ from xlapy.hlo.ir import HloInstruction
 from xlapy.indexing import IndexingMap
 from xlapy.shapes import Shape
 
-# The device of an AVX-512 host (64-byte vectors), whatever the host running the tests.
-WIDE_HOST = Device("cpu", threads_per_block=64, vector_bytes=64, max_vector=64, exact_blocks=True,
-                   rows_hold_vectors=True)
 DEVICES = {"cpu": WIDE_HOST, "gpu": Device.gpu()}
 
 

@@ -21,10 +21,9 @@ import numpy as np
 import pytest
 
 import xlapy
-from tests.codegen.emitter_cases import kernel_thunks
+from tests.codegen.emitter_cases import WIDE_HOST, check_lines, kernel_thunks
 from tests.codegen.filecheck import filecheck
 from tools.loop_fusion_compare import assert_within_ulps, random_arguments
-from xlapy.codegen.launch import Device
 from xlapy.codegen.mlir_text import print_mlir
 from xlapy.codegen.pipeline import EMITTERS, emitter_name
 from xlapy.runtime.thunks.kernel import KernelThunk
@@ -32,9 +31,6 @@ from xlapy.runtime.thunks.kernel import KernelThunk
 DATA = Path(__file__).parent / "data"
 HEROES = ("concatenate", "in_place_dynamic_update_slice", "scatter", "input_slices")
 FILES = [path for hero in HEROES for path in sorted((DATA / hero).glob("*.hlo"))]
-# The device the FileCheck expectations are written for: a host with 512-bit SIMD registers.
-WIDE_HOST = Device("cpu", threads_per_block=64, vector_bytes=64, max_vector=64, exact_blocks=True,
-                   rows_hold_vectors=True)
 # The element types of arrays the interpreter computes with (sub-byte integers one per byte).
 ELEMENT_TYPES = ("pred", "s2", "s4", "s8", "s16", "s32", "s64", "u2", "u4", "u8", "u16", "u32", "u64", "f16",
                  "bf16", "f32", "f64", "c64", "c128", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz",
@@ -70,10 +66,6 @@ def _hero_kernel(executable: xlapy.Executable) -> KernelThunk:
     return thunk
 
 
-def _checks(text: str) -> str:
-    return "\n".join(line for line in text.splitlines() if re.match(r"// CHECK", line))
-
-
 def _in_type(text: str, element_type: str) -> str:
     """``text`` with its f32 arrays and scalars in ``element_type``."""
     return re.sub(r"\bf32\[", f"{element_type}[", text)
@@ -90,7 +82,7 @@ def test_program_uses_its_emitter_and_matches_its_checks(path: Path, tmp_path):
     thunk = _hero_kernel(executable)
     name = emitter_name(thunk.fusion, thunk.slice_indices)
     assert name == path.parent.name
-    checks = _checks(text)
+    checks = check_lines(text)
     assert checks, f"{path.name} has no CHECK lines"
     module, _ = EMITTERS[name](thunk.fusion, WIDE_HOST, thunk.slice_indices)
     filecheck(print_mlir(module, map_aliases=True), checks, tmp_path)

@@ -30,7 +30,6 @@ into one normalization kernel.
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 
 import jax
@@ -40,7 +39,7 @@ import pytest
 from jax import lax
 
 import xlapy
-from tests.codegen.emitter_cases import exact_values, kernel_thunks
+from tests.codegen.emitter_cases import WIDE_HOST, check_lines, directive, exact_values, kernel_thunks, only_fusion
 from tests.codegen.filecheck import filecheck
 from tools.loop_fusion_compare import assert_within_ulps, random_arguments
 from xlapy.codegen.emitters.normalization import (
@@ -56,29 +55,11 @@ from xlapy.codegen.mlir_text import print_mlir
 from xlapy.codegen.pipeline import EMITTERS, emitter_name
 from xlapy.errors import VerifyError
 from xlapy.frontends.jax import from_jax
-from xlapy.hlo.ir import HloInstruction
 
 DATA = Path(__file__).parent / "data" / "normalization"
 FILES = sorted(DATA.glob("*.hlo"), key=lambda p: p.name)
-# The device the FileCheck expectations are written for: a host with 512-bit SIMD registers.
-WIDE_HOST = Device("cpu", threads_per_block=64, vector_bytes=64, max_vector=64, exact_blocks=True,
-                   rows_hold_vectors=True)
 
 pytestmark = pytest.mark.usefixtures("fresh_kernel_cache")
-
-
-def _fusion(module: xlapy.HloModule) -> HloInstruction:
-    (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
-    return fusion
-
-
-def _directive(text: str, name: str) -> str | None:
-    match = re.search(rf"^// {name}: (.*)$", text, re.MULTILINE)
-    return match.group(1).strip() if match else None
-
-
-def _checks(text: str) -> str:
-    return "\n".join(line for line in text.splitlines() if re.match(r"// CHECK", line))
 
 
 def test_the_folder_has_the_programs():
@@ -89,25 +70,25 @@ def test_the_folder_has_the_programs():
 
 def _emitter(text: str) -> str:
     """The emitter a program states it gets (``// EMITTER:``; by default the normalization emitter)."""
-    return _directive(text, "EMITTER") or "normalization"
+    return directive(text, "EMITTER") or "normalization"
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_module_uses_its_emitter_and_matches_its_checks(path: Path, tmp_path):
     text = path.read_text()
-    fusion = _fusion(xlapy.parse_hlo(text))
+    fusion = only_fusion(xlapy.parse_hlo(text))
     name = _emitter(text)
     assert emitter_name(fusion) == name
-    checks = _checks(text)
+    checks = check_lines(text)
     assert checks, f"{path.name} has no CHECK lines"
     module, _ = EMITTERS[name](fusion, WIDE_HOST, None)
     filecheck(print_mlir(module, map_aliases=True), checks, tmp_path)
 
 
 def _arguments(module: xlapy.HloModule, text: str, seed: int) -> list[np.ndarray]:
-    values = _directive(text, "VALUES")
+    values = directive(text, "VALUES")
     if values is None:
-        return random_arguments(module, seed, specials=_directive(text, "BOUND") is None)
+        return random_arguments(module, seed, specials=directive(text, "BOUND") is None)
     args = [exact_values(str(p.shape), seed * 7 + k) for k, p in enumerate(module.entry.parameters)]
     if values == "zero-sum rows":
         for a in args:
@@ -126,14 +107,14 @@ def test_module_matches_the_interpreter(path: Path):
     executable = xlapy.compile(xlapy.parse_hlo(text), run_hlo_passes=False)
     (thunk,) = kernel_thunks(executable)
     assert emitter_name(thunk.fusion, thunk.slice_indices) == _emitter(text)
-    bound = _directive(text, "BOUND")
+    bound = directive(text, "BOUND")
     for seed in (0, 1):
         args = _arguments(module, text, seed)
         got, expected = executable(*args), xlapy.evaluate(module, *args)
         if bound is None:
             assert_within_ulps(got, expected, module, 0, context=f"{path.stem} (seed {seed})")
         else:
-            n = normalization_fusion(_fusion(module)).shape.row_elements
+            n = normalization_fusion(only_fusion(module)).shape.row_elements
             _assert_within_sum_bound(np.asarray(got), np.asarray(expected), n, bound)
 
 
@@ -159,7 +140,7 @@ def _assert_within_sum_bound(got: np.ndarray, expected: np.ndarray, n: int, kind
 
 
 def test_phases_follow_the_reduces_and_carry_the_row_values_they_complete():
-    fusion = _fusion(xlapy.parse_hlo((DATA / "layernorm.hlo").read_text()))
+    fusion = only_fusion(xlapy.parse_hlo((DATA / "layernorm.hlo").read_text()))
     info = normalization_fusion(fusion)
     assert [(p.reduce.name, [v.name for v in p.values]) for p in phases(info)] == [
         ("sum", ["sum", "mean"]), ("square_sum", ["square_sum", "scale"])]
@@ -167,7 +148,7 @@ def test_phases_follow_the_reduces_and_carry_the_row_values_they_complete():
 
 
 def test_softmax_stores_exp_unless_the_output_shares_an_operand_buffer():
-    fusion = _fusion(xlapy.parse_hlo((DATA / "softmax.hlo").read_text()))
+    fusion = only_fusion(xlapy.parse_hlo((DATA / "softmax.hlo").read_text()))
     info = normalization_fusion(fusion)
     assert stored_value(info, fusion).name == "exp"
     assert stored_value(info, fusion, [0, 1]).name == "exp"
@@ -177,7 +158,7 @@ def test_softmax_stores_exp_unless_the_output_shares_an_operand_buffer():
 @pytest.mark.parametrize(("row", "lanes"), [(256, 32), (100, 4), (37, 1), (48, 16)])
 def test_output_lanes_divide_the_row(row: int, lanes: int):
     text = (DATA / "rows_of_37.hlo").read_text().replace("37]", f"{row}]")
-    fusion = _fusion(xlapy.parse_hlo(text))
+    fusion = only_fusion(xlapy.parse_hlo(text))
     info = normalization_fusion(fusion)
     assert output_lanes(info, fusion, WIDE_HOST) == lanes
     assert output_lanes(info, fusion, Device("cpu", vector_bytes=64, max_vector=1)) == 1
@@ -190,7 +171,7 @@ r { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT c = f32[] add(a, b) }
 f { x = f32[4,64] parameter(0)  z = f32[] constant(0)  ROOT s = f32[4] reduce(x, z), dimensions={1}, to_apply=r }
 ENTRY e { x = f32[4,64] parameter(0)  ROOT fusion = f32[4] fusion(x), kind=kLoop, calls=f }
 """
-    fusion = _fusion(xlapy.parse_hlo(text))
+    fusion = only_fusion(xlapy.parse_hlo(text))
     assert normalization_fusion(fusion) is None
     assert emitter_name(fusion) == "reduction"
     with pytest.raises(VerifyError, match="not a normalization fusion"):

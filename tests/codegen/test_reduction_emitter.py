@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 import xlapy
-from tests.codegen.emitter_cases import exact_values, kernel_thunks
+from tests.codegen.emitter_cases import WIDE_HOST, check_lines, directive, exact_values, kernel_thunks, only_fusion
 from tests.codegen.filecheck import filecheck
 from tools.loop_fusion_compare import assert_within_ulps, random_arguments, ulp_tolerance
 from xlapy.codegen.emitters.reduction import (
@@ -39,51 +39,33 @@ from xlapy.codegen.emitters.reduction import (
     side_output_map,
     variant,
 )
-from xlapy.codegen.launch import Device, thread_id_to_output_map
+from xlapy.codegen.launch import thread_id_to_output_map
 from xlapy.codegen.mlir_text import print_mlir
 from xlapy.codegen.partitioner import index_shape
 from xlapy.codegen.pipeline import Dumper, emitter_name, lower_fusion
 from xlapy.errors import VerifyError
-from xlapy.hlo.ir import HloInstruction
 from xlapy.indexing.affine import evaluate
 from xlapy.runtime import thread_pool
 from xlapy.shapes import ELEMENT_TYPES
 
 DATA = Path(__file__).parent / "data" / "reduction"
 FILES = sorted(DATA.glob("*.hlo"), key=lambda p: p.name)
-# The device the FileCheck expectations and variants are written for: a host with 512-bit SIMD registers.
-WIDE_HOST = Device("cpu", threads_per_block=64, vector_bytes=64, max_vector=64, exact_blocks=True,
-                   rows_hold_vectors=True)
 
 pytestmark = pytest.mark.usefixtures("fresh_kernel_cache")
 
 
-def _fusion(module: xlapy.HloModule) -> HloInstruction:
-    (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
-    return fusion
-
-
-def _directive(text: str, name: str) -> str | None:
-    match = re.search(rf"^// {name}: (.*)$", text, re.MULTILINE)
-    return match.group(1).strip() if match else None
-
-
-def _checks(text: str) -> str:
-    return "\n".join(line for line in text.splitlines() if re.match(r"// CHECK", line))
-
-
 def test_every_variant_has_a_module():
-    assert {_directive(p.read_text(), "VARIANT") for p in FILES} == set(VARIANTS)
+    assert {directive(p.read_text(), "VARIANT") for p in FILES} == set(VARIANTS)
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_module_emits_its_variant_and_matches_its_checks(path: Path, tmp_path):
     text = path.read_text()
-    fusion = _fusion(xlapy.parse_hlo(text))
+    fusion = only_fusion(xlapy.parse_hlo(text))
     assert emitter_name(fusion) == "reduction"
     info = reduction_fusion(fusion)
-    assert variant(info.hero, WIDE_HOST) == _directive(text, "VARIANT")
-    if checks := _checks(text):
+    assert variant(info.hero, WIDE_HOST) == directive(text, "VARIANT")
+    if checks := check_lines(text):
         module, _ = emit_reduction_fusion(fusion, WIDE_HOST)
         filecheck(print_mlir(module, map_aliases=True), checks, tmp_path)
 
@@ -95,7 +77,7 @@ def test_module_matches_the_interpreter(path: Path):
     executable = xlapy.compile(xlapy.parse_hlo(text), run_hlo_passes=False)
     (thunk,) = kernel_thunks(executable)
     assert emitter_name(thunk.fusion, thunk.slice_indices) == "reduction"
-    order = _directive(text, "BOUND")
+    order = directive(text, "BOUND")
     for seed in (0, 1):
         args = random_arguments(module, seed, specials=order is None)
         got, expected = executable(*args), xlapy.evaluate(module, *args)
@@ -108,7 +90,7 @@ def test_module_matches_the_interpreter(path: Path):
 def _assert_within_summation_bound(text: str, module: xlapy.HloModule, order: str, got, expected, args) -> None:
     """``got`` (summed in ``order``) and ``expected`` (the interpreter's) differ by at most the bound of the module
     docstring; ``M`` is the interpreter's sum of the magnitudes (the add reducer applied to ``|b|``)."""
-    hero = reduction_fusion(_fusion(module)).hero
+    hero = reduction_fusion(only_fusion(module)).hero
     n = math.prod(hero.operands[0].shape.dimensions[d] for d in hero.attr("dimensions"))
     operand = hero.operands[0].shape
     minor = operand.dimensions[operand.layout_or_default.minor_to_major[0]]
@@ -166,7 +148,7 @@ def _sum_module(element_type: str, shape: tuple[int, ...], axes: tuple[int, ...]
 def test_sums_over_element_types_shapes_and_layouts(element_type: str, shape, axes, layout: str):
     text = _sum_module(element_type, shape, axes, layout)
     module = xlapy.parse_hlo(text)
-    assert emitter_name(_fusion(module)) == "reduction"
+    assert emitter_name(only_fusion(module)) == "reduction"
     spec = f"{element_type}[{','.join(map(str, shape))}]"
     narrow = element_type in ("bf16", "f16")
     x = exact_values(spec, 3, integer_bound=100, steps=1 if narrow else 16, denominator=1 if narrow else 8)
@@ -285,7 +267,7 @@ def test_argmax_and_argmin_rows_are_the_interpreters_bit_for_bit(element_type: s
     rows = 24
     text = _arg_module(element_type, which, rows, n)
     module = xlapy.parse_hlo(text)
-    emitted, _ = emit_reduction_fusion(_fusion(module), WIDE_HOST)
+    emitted, _ = emit_reduction_fusion(only_fusion(module), WIDE_HOST)
     assert (f"vector<{lanes}x" in print_mlir(emitted)) == (n % lanes == 0)
     executable = xlapy.compile(xlapy.parse_hlo(text), run_hlo_passes=False)
     for seed in (0, 1):
@@ -298,7 +280,7 @@ def test_argmax_and_argmin_rows_are_the_interpreters_bit_for_bit(element_type: s
 def test_argmax_rows_become_vector_code(tmp_path):
     """After ``vectorize-lanes``, the chunk loop of ``argmax_rows.hlo`` carries (value, index, last index) vectors
     and its body is vector code: one read of 16 values, the reducer's compares and selects on whole vectors."""
-    fusion = _fusion(xlapy.parse_hlo((DATA / "argmax_rows.hlo").read_text()))
+    fusion = only_fusion(xlapy.parse_hlo((DATA / "argmax_rows.hlo").read_text()))
     lower_fusion(fusion, WIDE_HOST, Dumper.create(tmp_path, "vectorize-lanes"))
     (dump,) = tmp_path.glob("*.vectorize-lanes.mlir")
     checks = """
@@ -330,7 +312,7 @@ def test_other_variadic_rows_keep_the_elemental_order(old: str, new: str):
     assert old in text
     text = text.replace(old, new)
     module = xlapy.parse_hlo(text)
-    emitted, _ = emit_reduction_fusion(_fusion(module), WIDE_HOST)
+    emitted, _ = emit_reduction_fusion(only_fusion(module), WIDE_HOST)
     assert "vector<" not in print_mlir(emitted)
     x = _rows_with_ties("f32", 24, 256, 4)
     got, expected = xlapy.compile(xlapy.parse_hlo(text), run_hlo_passes=False)(x), xlapy.evaluate(module, x)
@@ -373,14 +355,14 @@ def test_argmax_and_argmin_match_xla_cpu(dtype: str, which: str, tmp_path):
     ((64,), (0,), "", (True, (1, 1, 64))),
 ])
 def test_reduction_shape_is_xlas_normalized_form(shape, axes, layout, expected):
-    hero = reduction_fusion(_fusion(xlapy.parse_hlo(_sum_module("f32", shape, axes, layout)))).hero
+    hero = reduction_fusion(only_fusion(xlapy.parse_hlo(_sum_module("f32", shape, axes, layout)))).hero
     found = reduction_shape(hero)
     assert (found.is_row, found.dimensions) == expected
 
 
 @pytest.mark.parametrize(("shape", "axes"), [((24, 96), (1,)), ((7, 10, 20), (0,)), ((5, 33), (0,))])
 def test_side_output_map_covers_every_input_element_once(shape, axes):
-    hero = reduction_fusion(_fusion(xlapy.parse_hlo(_sum_module("f32", shape, axes)))).hero
+    hero = reduction_fusion(only_fusion(xlapy.parse_hlo(_sum_module("f32", shape, axes)))).hero
     launch = reduction_launch(hero, WIDE_HOST)
     output_map = thread_id_to_output_map(launch, index_shape(hero.shape))
     indexing_map = side_output_map(output_map, hero)
@@ -409,7 +391,7 @@ def _product(ranges):
 def test_a_fusion_that_is_not_a_reduction_is_refused():
     text = ("HloModule m\nf { x = f32[8] parameter(0)  ROOT n = f32[8] negate(x) }\n"
             "ENTRY e { p = f32[8] parameter(0)  ROOT fusion = f32[8] fusion(p), kind=kLoop, calls=f }\n")
-    fusion = _fusion(xlapy.parse_hlo(text))
+    fusion = only_fusion(xlapy.parse_hlo(text))
     assert reduction_fusion(fusion) is None
     with pytest.raises(VerifyError, match="not a reduction fusion"):
         emit_reduction_fusion(fusion, WIDE_HOST)

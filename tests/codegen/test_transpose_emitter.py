@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import xlapy
-from tests.codegen.emitter_cases import exact_values, kernel_thunks
+from tests.codegen.emitter_cases import exact_values, kernel_thunks, only_fusion
 from tests.codegen.filecheck import filecheck
 from tools.compare import assert_same
 from xlapy.codegen.backends.cpu import CpuKernel
@@ -34,14 +34,8 @@ from xlapy.codegen.launch import Device
 from xlapy.codegen.mlir_text import print_mlir
 from xlapy.codegen.pipeline import Dumper, emitter_name, lower_fusion
 from xlapy.errors import VerifyError
-from xlapy.hlo.ir import HloInstruction
 from xlapy.runtime.kernel_cache import clear_memory_cache
 from xlapy.shapes import ELEMENT_TYPES, parse_shape
-
-
-def _fusion(module: xlapy.HloModule) -> HloInstruction:
-    (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
-    return fusion
 
 
 def _transposed_shape(shape: str, permutation: tuple[int, ...], layout: str = "") -> str:
@@ -95,7 +89,7 @@ def test_the_two_loops_move_every_element_once_through_the_tile(shape: str, perm
     """Evaluating the maps of the shared-tile form: in each block, the first loop stores every element of the
     operand's tile once into the shared tile, and the second loop writes every output element once, read from the
     slot of the shared tile that holds the operand element the transpose puts there."""
-    fusion = _fusion(_transpose_module(shape, permutation))
+    fusion = only_fusion(_transpose_module(shape, permutation))
     module_op, launch = emit_transpose_fusion(fusion, Device.host(), shared_tile=True)
     main = next(op for op in module_op.ops if op.sym_name.data == "main")
     read, write = [op.indexing_map_attr.indexing_map for op in main.walk() if isinstance(op, LoopOp)]
@@ -174,16 +168,16 @@ def test_a_lone_transpose_through_the_whole_pipeline() -> None:
 def test_tiles() -> None:
     # A cache line of 64 bytes along the output's minor dimension, TILE along the dimension read from the
     # operand's minor dimension, 1 along the others (at most each dimension).
-    hero = _fusion(_transpose_module("f32[64,256,256]", (2, 1, 0))).fused_computation.root
+    hero = only_fusion(_transpose_module("f32[64,256,256]", (2, 1, 0))).fused_computation.root
     assert tile_sizes(hero) == [TILE, 1, 16]
-    hero = _fusion(_transpose_module("bf16[64,256,256]", (0, 2, 1))).fused_computation.root
+    hero = only_fusion(_transpose_module("bf16[64,256,256]", (0, 2, 1))).fused_computation.root
     assert tile_sizes(hero) == [1, TILE, 32]
-    hero = _fusion(_transpose_module("f32[64,20,256]", (0, 2, 1))).fused_computation.root
+    hero = only_fusion(_transpose_module("f32[64,20,256]", (0, 2, 1))).fused_computation.root
     assert tile_sizes(hero) == [1, TILE, 16]
-    hero = _fusion(_transpose_module("f32[64,256,20]", (0, 2, 1))).fused_computation.root
+    hero = only_fusion(_transpose_module("f32[64,256,20]", (0, 2, 1))).fused_computation.root
     assert tile_sizes(hero) == [1, 20, 16]
     # The minor dimension stays in place (8 bytes): whole along it, tiles along the two others.
-    hero = _fusion(_transpose_module("f32[40,50,2]", (1, 0, 2))).fused_computation.root
+    hero = only_fusion(_transpose_module("f32[40,50,2]", (1, 0, 2))).fused_computation.root
     assert tile_sizes(hero) == [TILE, TILE, 2]
 
 
@@ -198,7 +192,7 @@ def test_fusions_the_loop_emitter_writes(fused: str) -> None:
     out = fused.split("ROOT r = " if "reshape" in fused else "ROOT t = ")[1].split(" ")[0]
     module = xlapy.parse_hlo(f"HloModule m\nf {{ {fused} }}\nENTRY e {{ p = {shape} parameter(0)\n"
                              f"  ROOT fusion = {out} fusion(p), kind=kLoop, calls=f }}")
-    fusion = _fusion(module)
+    fusion = only_fusion(module)
     assert emitter_name(fusion) == "loop" and transpose_hero(fusion) is None
     with pytest.raises(VerifyError, match="not a transpose fusion"):
         emit_transpose_fusion(fusion, Device.host())
@@ -208,11 +202,11 @@ def test_fusions_the_loop_emitter_writes(fused: str) -> None:
 
 def test_shared_tiles() -> None:
     # 32x32 elements of 4 bytes or more; a cache line of the small types along both dimensions.
-    hero = _fusion(_transpose_module("f32[64,256,256]", (2, 1, 0))).fused_computation.root
+    hero = only_fusion(_transpose_module("f32[64,256,256]", (2, 1, 0))).fused_computation.root
     assert shared_tile_sizes(hero) == [TILE, 1, TILE]
-    hero = _fusion(_transpose_module("s8[64,256,256]", (0, 2, 1))).fused_computation.root
+    hero = only_fusion(_transpose_module("s8[64,256,256]", (0, 2, 1))).fused_computation.root
     assert shared_tile_sizes(hero) == [1, 64, 64]
-    hero = _fusion(_transpose_module("f64[20,256]", (1, 0))).fused_computation.root
+    hero = only_fusion(_transpose_module("f64[20,256]", (1, 0))).fused_computation.root
     assert shared_tile_sizes(hero) == [TILE, 20]
 
 
@@ -224,20 +218,20 @@ def test_shared_tiles() -> None:
 def test_the_form_follows_the_distance_between_the_rows_read(shape: str, permutation: tuple[int, ...],
                                                             shared: bool) -> None:
     module = _transpose_module(shape, permutation)
-    assert uses_shared_tile(_fusion(module)) == shared
+    assert uses_shared_tile(only_fusion(module)) == shared
     _check_transpose_emitter(module, exact_values(shape, 9))
 
 
 def test_a_102_transpose_uses_the_direct_form() -> None:
     # Its rows stay whole: the direct form reads and writes them contiguously.
-    assert not uses_shared_tile(_fusion(_transpose_module("f32[40,50,2]", (1, 0, 2))))
+    assert not uses_shared_tile(only_fusion(_transpose_module("f32[40,50,2]", (1, 0, 2))))
 
 
 def test_a_102_transpose_of_wide_rows_copies_whole_rows_as_vectors(tmp_path: Path) -> None:
     """A 102 transpose of 1 KiB rows is a loop fusion (not tiled): each thread's vector is a piece of one row,
     read and written contiguously, so the lanes become SIMD loads and stores (no lane extracted, no choice)."""
     module = _transpose_module("f32[16,32,256]", (1, 0, 2))
-    fusion = _fusion(module)
+    fusion = only_fusion(module)
     assert emitter_name(fusion) == "loop" and transpose_hero(fusion) is None
     lowered = lower_fusion(fusion, Device.host(), Dumper.create(tmp_path, "vectorize-lanes"))
     assert 256 % lowered.launch.vector_size == 0 and lowered.launch.vector_size > 1
@@ -254,7 +248,7 @@ def test_a_102_transpose_into_a_layout_that_keeps_the_bytes_in_place_is_one_copy
     operand's bytes in the operand's order, and the kernel is a plain copy of each range of blocks (LLVM makes the
     loop a ``memcpy``), equal to the interpreter's transpose."""
     module = _transpose_module("f32[16,32,256]", (1, 0, 2), "{2,0,1}")
-    fusion = _fusion(module)
+    fusion = only_fusion(module)
     kernel = CpuKernel.compile(lower_fusion(fusion, Device.host()).module)
     assert "llvm.memcpy" in kernel.llvm_ir
     args = (exact_values("f32[16,32,256]", 12),)
@@ -314,7 +308,7 @@ def shared_tile_everywhere(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> I
 @pytest.mark.parametrize("path", sorted(PROGRAMS.glob("*.hlo")), ids=lambda p: p.stem)
 def test_program_emitted_mlir(path: Path, tmp_path: Path) -> None:
     text = path.read_text()
-    fusion = _fusion(xlapy.parse_hlo(text))
+    fusion = only_fusion(xlapy.parse_hlo(text))
     module_op, _ = emit_transpose_fusion(fusion, Device.host())
     checks = "\n".join(line[3:] for line in text.splitlines() if line.startswith("// CHECK"))
     filecheck(print_mlir(module_op), checks, tmp_path)
@@ -324,7 +318,7 @@ def test_program_emitted_mlir(path: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize(("path", "element_type"), _program_cases())
 def test_program_against_the_interpreter(path: Path, element_type: str) -> None:
     module = xlapy.parse_hlo(_in_type(path.read_text(), element_type))
-    fusion = _fusion(module)
+    fusion = only_fusion(module)
     assert uses_shared_tile(fusion) == ("102" not in path.stem)
     args = [exact_values(str(p.shape), 10 + i) for i, p in enumerate(fusion.operands)]
     _check_transpose_emitter(module, *args)
