@@ -60,9 +60,10 @@ from benchmarks.timing import (
     time_in_turns,
     timed,
 )
-from tools.compare import is_float, leaves
+from tools.compare import leaves
 from tools.xla_program_stats import describe_fusions, program_table_rows
 from xlapy.frontends.jax import from_jax
+from xlapy.runtime.ulps import error_in_epsilons
 
 bf16 = ml_dtypes.bfloat16
 
@@ -250,25 +251,6 @@ class Result:
     error_xla: float | None = None
     error_interpreter: float | None = None
     notes: list[str] = field(default_factory=list)
-
-
-def error_in_epsilons(got: np.ndarray, expected: np.ndarray) -> float:
-    """The largest difference between ``got`` and ``expected`` in machine epsilons of the largest expected
-    magnitude (the bound a sum in any order keeps; ulps mislead for results that cancel to near zero):
-    0 for equal arrays, infinite for integers that differ or a NaN or infinity against another value."""
-    expected = np.asarray(expected).astype(got.dtype)
-    if not (got.dtype.kind == "c" or is_float(got.dtype)):
-        return 0.0 if np.array_equal(got, expected) else math.inf
-    wide_got, wide_expected = got.astype(np.complex128), expected.astype(np.complex128)
-    same = (wide_got == wide_expected) | (np.isnan(wide_got) & np.isnan(wide_expected))
-    finite = np.isfinite(wide_got) & np.isfinite(wide_expected)
-    if (~same & ~finite).any():
-        return math.inf
-    error = float(np.abs(wide_got - wide_expected)[~same].max(initial=0.0))
-    if error == 0:
-        return 0.0
-    largest = float(np.abs(wide_expected[finite]).max(initial=0.0))
-    return error / (float(ml_dtypes.finfo(got.real.dtype).eps) * largest)
 
 
 def _worst_error(ours: list[np.ndarray], theirs: list[np.ndarray]) -> float:

@@ -733,3 +733,31 @@ def test_a_jax_program_compiles_with_nothing_but_its_summary_on_stderr(tmp_path)
     fun, args = PROGRAMS["maxpool_grad"]
     result = _run_in_a_process(tmp_path, "maxpool_grad", lowered_text(fun, *args))
     _assert_only_the_summary_on_stderr(result, "jit_maxpool_grad")
+
+
+def test_compare_measures_a_sum_in_another_order_against_the_largest_magnitude(tmp_path, capsys):
+    # The kernel sums a row on 64 lanes, the interpreter in order: where the sum cancels, the ulps are many, the
+    # error in epsilons of the largest magnitude is what rounding explains.
+    hlo = tmp_path / "sum.hlo"
+    hlo.write_text("""HloModule sum
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT c = f32[] add(a, b) }
+ENTRY e { x = f32[64,4096] parameter(0)  zero = f32[] constant(0)
+  ROOT s = f32[64] reduce(x, zero), dimensions={1}, to_apply=add }
+""")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((64, 4096)).astype(np.float32)
+    x[1:, 2048:] = -x[1:, :2048]  # these rows sum to zero exactly; each order leaves its own rounding residue
+    x[0] = np.abs(x[0])  # the largest magnitude
+    np.savez(tmp_path / "in.npz", x)
+    assert main(["run", str(hlo), "--compare", "--inputs", str(tmp_path / "in.npz"),
+                 "--output", str(tmp_path / "out.npz")]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    with np.load(tmp_path / "out.npz") as saved:
+        got = saved["out0"]
+    expected = xlapy.evaluate(xlapy.parse_hlo(hlo.read_text()), x)
+    from xlapy.runtime.ulps import error_in_epsilons, max_ulp_difference
+
+    epsilons = error_in_epsilons(got, expected)
+    assert 0 < epsilons < 4096  # within gamma(n) of the sum of magnitudes, measured against the largest result
+    assert line == (f"compare s with the interpreter: max error {max_ulp_difference(got, expected)} ulp "
+                    f"({epsilons:.3g} ε of the largest magnitude)")

@@ -6,13 +6,14 @@ Python's integer arithmetic."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-from xlapy.runtime.ulps import NAN_DISTANCE, NAN_MISMATCH, max_ulp_difference, ulp_distance
+from xlapy.runtime.ulps import NAN_DISTANCE, NAN_MISMATCH, error_in_epsilons, max_ulp_difference, ulp_distance
 from xlapy.shapes import ELEMENT_TYPES, TypeKind
 
 # xlapy's float types of up to 16 bits, and the 6-bit floats ml_dtypes also has.
@@ -166,3 +167,27 @@ def test_shapes_dtypes_and_empty_arrays():
         max_ulp_difference(np.zeros(2, np.float32), np.zeros(3, np.float32))
     # The actual values are read in the expected values' type.
     assert max_ulp_difference(np.array([1.0, 2.0]), np.array([1.0, 2.0], np.float32)) == 0
+
+
+def test_error_in_epsilons_measures_against_the_largest_magnitude():
+    # A sum that cancels to near zero: 2^-30 against 0 is 8e8 ulps apart, but 2^-7 epsilons of f32 at 1.0.
+    expected = np.array([1.0, 0.0, -0.5], np.float32)
+    actual = np.array([1.0, 2.0 ** -30, -0.5], np.float32)
+    assert max_ulp_difference(actual, expected) == 813694976  # (127 - 30) * 2^23 - 0: the positions of 2^-30 and 0
+    assert error_in_epsilons(actual, expected) == 2.0 ** -30 / 2.0 ** -23
+    assert error_in_epsilons(expected, expected) == 0.0
+    # bf16's epsilon is 2^-7: one step at 4.0 is 2 epsilons of 4.0 ... measured against the largest, 8.0.
+    bf16 = ml_dtypes.bfloat16
+    assert error_in_epsilons(np.array([4.03125, 8.0], bf16), np.array([4.0, 8.0], bf16)) == 2.0 ** -5 / (2.0 ** -7 * 8)
+    # Complex numbers: the larger part error against the largest magnitude.
+    assert error_in_epsilons(np.array([1 + 1e-7j], np.complex64), np.array([1 + 0j], np.complex64)) == \
+        pytest.approx(float(np.float32(1e-7)) / float(np.finfo(np.float32).eps), rel=1e-12)
+
+
+def test_error_in_epsilons_is_infinite_for_what_no_rounding_explains():
+    assert error_in_epsilons(np.array([1, 2], np.int32), np.array([1, 3], np.int32)) == math.inf
+    assert error_in_epsilons(np.array([1, 2], np.int32), np.array([1, 2], np.int32)) == 0.0
+    assert error_in_epsilons(np.array([np.nan, 1.0]), np.array([0.0, 1.0])) == math.inf
+    assert error_in_epsilons(np.array([np.inf, 1.0]), np.array([1e308, 1.0])) == math.inf
+    assert error_in_epsilons(np.array([np.nan, np.inf]), np.array([np.nan, np.inf])) == 0.0
+    assert error_in_epsilons(np.array([0.0, 1e-300]), np.array([0.0, 0.0])) == math.inf

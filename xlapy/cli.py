@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 
@@ -273,12 +274,17 @@ def _check_writable(path: str) -> None:
 
 def _compare(module, inputs, outputs) -> None:
     from xlapy.interpreter import evaluate
-    from xlapy.runtime.ulps import NAN_MISMATCH, max_ulp_difference
+    from xlapy.runtime.ulps import NAN_MISMATCH, error_in_epsilons, max_ulp_difference
 
     expected = list(_leaves(evaluate(module, *inputs, verify=False)))
     for (label, actual), (_, reference) in zip(outputs, expected):
         ulps = max_ulp_difference(actual, reference)
         shown = "NaN mismatch" if ulps == NAN_MISMATCH else f"{ulps} ulp"
+        epsilons = error_in_epsilons(actual, reference)
+        if ulps != NAN_MISMATCH and 0 < epsilons < math.inf:
+            # Sums in another order differ by many ulps where they cancel to near zero: the error against the
+            # largest value says whether that is more than rounding.
+            shown += f" ({epsilons:.3g} ε of the largest magnitude)"
         print(f"compare {module.entry.root.name}{label} with the interpreter: max error {shown}")
 
 
@@ -382,7 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--output", metavar="Y.npz", help="save the outputs as out0, out1, ... in an .npz file")
     run.add_argument("--seed", type=_int_at_least(0), default=0, help="seed of the random inputs (default 0)")
     run.add_argument("--compare", action="store_true",
-                     help="also run the interpreter and print each output's max error in ulps")
+                     help="also run the interpreter and print each output's max error in ulps (and in "
+                     "epsilons of the largest magnitude, which sums in another order keep small)")
     run.add_argument("--bench", action="store_true", help="time repeated runs and print the median")
     run.add_argument("--repeat", type=_int_at_least(1), default=20, metavar="N",
                      help="runs timed by --bench (default 20)")

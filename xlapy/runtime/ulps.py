@@ -17,6 +17,8 @@ the larger distance of their real and imaginary parts.
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 
@@ -138,3 +140,30 @@ def max_ulp_difference(actual: np.ndarray, expected: np.ndarray) -> int:
     if float_like and np.any(distance == NAN_DISTANCE):
         return NAN_MISMATCH
     return int(distance.max())
+
+
+def error_in_epsilons(actual: np.ndarray, expected: np.ndarray) -> float:
+    """The largest difference between ``actual`` and ``expected`` in machine epsilons of ``expected``'s element
+    type times its largest finite magnitude: the measure a sum in another order keeps small where ulps mislead
+    (a result that cancels to near zero is many ulps from its neighbour in another order). 0 for equal arrays,
+    infinite for integers that differ, for a NaN or an infinity against another value, and for anything but
+    zeros where only zeros are expected."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if actual.shape != expected.shape:
+        raise ValueError(f"shapes differ: {actual.shape} and {expected.shape}")
+    actual = actual.astype(expected.dtype, copy=False)
+    if not (expected.dtype.kind == "c" or is_float_dtype(expected.dtype)):
+        return 0.0 if np.array_equal(actual, expected) else math.inf
+    wide_actual, wide_expected = actual.astype(np.complex128), expected.astype(np.complex128)
+    same = (wide_actual == wide_expected) | (np.isnan(wide_actual) & np.isnan(wide_expected))
+    finite = np.isfinite(wide_actual) & np.isfinite(wide_expected)
+    if (~same & ~finite).any():
+        return math.inf
+    error = float(np.abs(wide_actual - wide_expected)[~same].max(initial=0.0))
+    if error == 0:
+        return 0.0
+    largest = float(np.abs(wide_expected[finite]).max(initial=0.0))
+    if largest == 0:
+        return math.inf  # no magnitude to measure against: nothing rounds zeros into something else
+    part = expected.real.dtype if expected.dtype.kind == "c" else expected.dtype
+    return error / (float(ml_dtypes.finfo(part).eps) * largest)
