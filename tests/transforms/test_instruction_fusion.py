@@ -19,6 +19,7 @@ from xlapy.hlo import parse_module
 from xlapy.hlo.verifier import verify
 from xlapy.interpreter import evaluate
 from xlapy.transforms.fusible_ops import ELEMENTAL_OPCODES, LOOP_EMITTER_OPCODES, LOOP_OPCODES
+from xlapy.transforms.fusion_hero import fusion_kind_of
 from xlapy.transforms.instruction_fusion import InstructionFusion, is_expensive, op_reuses_operand
 
 ADD = """HloModule m
@@ -200,7 +201,22 @@ def test_transposed_read_is_fused_as_xla_cpu_does() -> None:
     assert [i.opcode for i in module.entry.post_order()] == ["parameter", "parameter", "fusion"]
 
 
-def test_wide_minor_dimension_concatenate_stays_unfused() -> None:
+def test_wide_minor_dimension_concatenate_of_many_operands_stays_unfused() -> None:
+    # XLA:CPU's rule, where the concatenate emitter (at most four operands) would not take the concatenate.
+    module = parse_module(fused("""ENTRY main {
+  p0 = f32[32,64] parameter(0)
+  p1 = f32[32,16] parameter(1)
+  n = f32[32,64] negate(p0)
+  c = f32[32,128] concatenate(n, p1, p1, p1, p1), dimensions={1}
+  ROOT a = f32[32,128] abs(c)
+}"""))
+    assert sorted(i.opcode for i in module.entry.instructions) == [
+        "abs", "concatenate", "negate", "parameter", "parameter"]
+
+
+def test_wide_minor_dimension_concatenate_fuses_for_the_concatenate_emitter() -> None:
+    # The concatenate emitter writes each operand in a loop of its own, as XLA:GPU's: producers and the epilogue
+    # fuse into one concatenate fusion.
     module = parse_module(fused("""ENTRY main {
   p0 = f32[32,64] parameter(0)
   p1 = f32[32,64] parameter(1)
@@ -208,8 +224,10 @@ def test_wide_minor_dimension_concatenate_stays_unfused() -> None:
   c = f32[32,128] concatenate(n, p1), dimensions={1}
   ROOT a = f32[32,128] abs(c)
 }"""))
-    assert sorted(i.opcode for i in module.entry.instructions) == [
+    (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    assert sorted(i.opcode for i in fusion.fused_computation.instructions) == [
         "abs", "concatenate", "negate", "parameter", "parameter"]
+    assert fusion_kind_of(fusion) == "concatenate"
 
 
 def test_dot_is_left_alone() -> None:

@@ -34,6 +34,10 @@ shift-right-arithmetic shift-right-logical sign sine slice sqrt stochastic-conve
 """.split())
 
 # Ops the loop emitter writes with loops of their own rather than one elemental rule.
+# The concatenate emitter takes a concatenate hero of at most this many operands, as XLA:GPU's
+# (``GetEmitterFusionKind``); the fusion pass knows it too, since such a concatenate needs no branches.
+CONCATENATE_HERO_MAX_OPERANDS = 4
+
 LOOP_OPCODES = frozenset({"reduce", "reduce-window", "dynamic-update-slice"})
 
 LOOP_EMITTER_OPCODES = ELEMENTAL_OPCODES | LOOP_OPCODES

@@ -22,7 +22,7 @@ from collections import deque
 
 from xlapy.hlo.ir import HloInstruction
 from xlapy.shapes import ELEMENT_TYPES, Shape
-from xlapy.transforms.fusible_ops import is_elementwise
+from xlapy.transforms.fusible_ops import CONCATENATE_HERO_MAX_OPERANDS, is_elementwise
 from xlapy.transforms.normalization_fusion import is_normalization_computation
 
 # Thresholds of the tiled transpose emitter (``ir_emission_utils.h``).
@@ -30,7 +30,6 @@ MIN_DIMENSION_TO_TRANSPOSE_TILED = 16
 MIN_DIMENSION_TO_TRANSPOSE_TILED_2 = 8
 MIN_TOTAL_DIMENSIONS_TO_TRANSPOSE_TILED = 64 * 128
 MAX_BYTES_IN_MOST_MINOR_DIMENSION = 8
-MAX_CONCATENATE_OPERANDS = 4
 
 
 def _physical_order(shape: Shape) -> list[int]:
@@ -241,7 +240,7 @@ def fusion_kind_of(fusion: HloInstruction) -> str:
         return "scatter"
     if _in_place_dynamic_update_slice(roots):
         return "dynamic-update-slice"
-    if heroes[0].opcode == "concatenate" and len(heroes[0].operands) <= MAX_CONCATENATE_OPERANDS:
+    if heroes[0].opcode == "concatenate" and len(heroes[0].operands) <= CONCATENATE_HERO_MAX_OPERANDS:
         return "concatenate"
     return "loop"
 
