@@ -118,6 +118,28 @@ def test_module_matches_the_interpreter(path: Path):
             _assert_within_sum_bound(np.asarray(got), np.asarray(expected), n, bound)
 
 
+def test_rmsnorm_bf16_rounds_every_kind_of_value_as_the_interpreter():
+    """The vector f32 -> bf16 roundings of the output walk on every class of value: gamma is random bf16 bits
+    (denormals, infinities, NaNs, the largest magnitudes), so the products rounded to bf16 include ties, denormals
+    and overflows; rows of x are exact values (sums exact in any order), zeros (scale ``rsqrt(1e-6)``), or hold an
+    infinity or a NaN."""
+    text = (DATA / "rmsnorm_bf16.hlo").read_text()
+    module = xlapy.parse_hlo(text)
+    executable = xlapy.compile(xlapy.parse_hlo(text), run_hlo_passes=False)
+    (thunk,) = kernel_thunks(executable)
+    assert emitter_name(thunk.fusion, thunk.slice_indices) == "normalization"
+    rng = np.random.default_rng(5)
+    x = exact_values("bf16[8,512]", 11)
+    x[1] = 0
+    x[2, 7] = np.inf
+    x[3, 100] = np.nan
+    x[4, 3] = -np.inf
+    gamma = rng.integers(0, 1 << 16, 512, dtype=np.uint32).astype(np.uint16).view(x.dtype)
+    gamma[:4] = np.array([0x0001, 0x807F, 0x7F7F, 0xFF7F], np.uint16).view(x.dtype)  # denormals, largest finite
+    got, expected = executable(x, gamma), xlapy.evaluate(module, x, gamma)
+    assert_within_ulps(got, expected, module, 0, context="rmsnorm_bf16 (special gammas)")
+
+
 def _assert_within_sum_bound(got: np.ndarray, expected: np.ndarray, n: int, kind: str) -> None:
     """The bounds of the module docstring (f32 results)."""
     u = np.finfo(np.float32).eps / 2

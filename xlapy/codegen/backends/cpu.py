@@ -493,7 +493,16 @@ class _Translator:
         rounded = b.add(bits, b.add(lsb, _constant(i32, 0x7FFF)))
         quiet = b.or_(bits, _constant(i32, 0x400000))
         is_nan = b.fcmp_unordered("uno", value, value)
-        chosen = b.lshr(b.select(is_nan, quiet, rounded), _constant(i32, 16))
+        chosen = b.select(is_nan, quiet, rounded)
+        if isinstance(value.type, ir.VectorType):
+            # The high 16-bit halves (words 2k + 1, little-endian) picked by one shuffle: x86 packs 32 lanes with one
+            # vpermt2w, where a shift and a truncation take two shifts, two vpmovdw and a vinserti64x4.
+            count = value.type.count
+            words = b.bitcast(chosen, ir.VectorType(ir.IntType(16), 2 * count))
+            high = b.shuffle_vector(words, ir.Constant(words.type, None),
+                                    ir.Constant(ir.VectorType(I32, count), [2 * k + 1 for k in range(count)]))
+            return b.bitcast(high, _like(value.type, BF16))
+        chosen = b.lshr(chosen, _constant(i32, 16))
         return b.bitcast(b.trunc(chosen, _like(value.type, ir.IntType(16))), _like(value.type, BF16))
 
     def in_f32(self, op: Operation, compute: Callable[..., ir.Value]) -> None:
