@@ -187,9 +187,10 @@ EMITTERS: dict[str, Callable[[HloInstruction, Device, Sequence[int] | None], tup
 }
 
 
-# The emitters that write each output by a loop of its own (a reduction's side outputs, the slices of one input);
-# the others walk the indices of the first output and write every output at them.
-OUTPUTS_OF_ANY_DIMENSIONS = frozenset({"reduction", "input_slices"})
+# The emitters that write each output by a loop of its own (a reduction's side outputs, the slices of one input,
+# each update written over its operand); the others walk the indices of the first output and write every output
+# at them.
+OUTPUTS_OF_ANY_DIMENSIONS = frozenset({"reduction", "input_slices", "in_place_dynamic_update_slice"})
 
 
 def emitter_name(fusion: HloInstruction, slice_indices: Sequence[int] | None = None) -> str:
