@@ -55,10 +55,6 @@ from xlapy.indexing.indexing_map import IndexingMap
 RANGE_ATTR = "xla.range"
 """Discardable attribute of ``gpu.thread_id``/``gpu.block_id``: ``[lower, upper]`` (inclusive)."""
 
-UNPREDICTABLE_ATTR = "xla.unpredictable"
-"""Discardable unit attribute of ``arith.select``: its condition follows no pattern a branch predictor could learn,
-so the select stays a conditional move (LLVM's ``!unpredictable``) instead of becoming a branch."""
-
 # Parsing a map is slow compared to reading an attribute, and passes ask for
 # the map of the same attribute many times: keep one IndexingMap per text.
 _MAPS: dict[str, IndexingMap] = {}

@@ -108,7 +108,6 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from xlapy.codegen.backends.object_check import check_object, host_machine
-from xlapy.codegen.dialect import UNPREDICTABLE_ATTR
 from xlapy.errors import UnimplementedError, VerifyError
 from xlapy.registry import registrar
 
@@ -740,10 +739,7 @@ def _cmpi(t: _Translator, op: arith.CmpiOp) -> None:
 
 @_lowers("arith.select")
 def _select(t: _Translator, op: Operation) -> None:
-    value = t.b.select(*t.args(op))
-    if UNPREDICTABLE_ATTR in op.attributes:
-        value.set_metadata("unpredictable", t.module.add_metadata([]))
-    t.set(op, value)
+    t.set(op, t.b.select(*t.args(op)))
 
 
 # arith: conversions

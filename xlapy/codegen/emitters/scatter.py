@@ -10,15 +10,11 @@ work into blocks (``scatter_plan``):
 - ``serial``: one block of one thread applies every update in order: small scatters, and scatters without
   ``unique_indices`` or ``indices_are_sorted`` whose windows are narrow (jax's ``.at[].add`` sets neither flag;
   XLA:CPU applies such scatters on one thread too, a vector per window).
-- ``operand_rows``: scatters without usable flags, with wide windows, or with narrow ones and an operand to copy
-  much larger than the updates. Each block owns a range of the operand's most major dimension: it copies those
-  rows of the operand into the output, then walks every index vector in order and applies the parts of windows
-  that fall in its rows. Blocks write disjoint elements, so no barrier is needed between the copy and the
-  updates, and each element sees its updates in order; the price is a pass over the indices per block
-  (``MIN_WINDOW_ELEMENTS_FOR_OPERAND_ROWS``). A narrow window one row high along the split is applied without a
-  branch (``ScatterPlan.redirected``): a window that is not the block's, or leaves the operand, is combined at
-  the block's first row instead and that row's elements stored back unchanged, so that the half of the windows
-  a block skips costs no mispredicted branches (the copy, which dominates, then runs on two cores).
+- ``operand_rows``: scatters without usable flags and with wide windows. Each block owns a range of the
+  operand's most major dimension: it copies those rows of the operand into the output, then walks every index
+  vector in order and applies the parts of windows that fall in its rows. Blocks write disjoint elements, so no
+  barrier is needed between the copy and the updates, and each element sees its updates in order; the price is
+  a pass over the indices per block (``MIN_WINDOW_ELEMENTS_FOR_OPERAND_ROWS``).
 - ``unique_indices`` (the scatter promises that no two updates reach one element; every output passed in its
   operand's slice): the blocks share out the index vectors, plain loads and stores, no copy.
 - ``sorted_indices`` (``indices_are_sorted``, windows of distinct index vectors disjoint, every output in place):
@@ -50,11 +46,11 @@ from dataclasses import dataclass
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, func, scf, tensor
-from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, ModuleOp, UnitAttr
+from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, ModuleOp
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
-from xlapy.codegen.dialect import UNPREDICTABLE_ATTR, ApplyIndexingOp, LoopOp, YieldOp
+from xlapy.codegen.dialect import ApplyIndexingOp, LoopOp, YieldOp
 from xlapy.codegen.elemental_rules import CalledFunctions, buffer_arguments, emit_subgraph_function
 from xlapy.codegen.emitters.common import (
     ENTRY_NAME,
@@ -91,12 +87,6 @@ SERIAL, OPERAND_ROWS, UNIQUE_INDICES, SORTED_INDICES = "serial", "operand_rows",
 MIN_ELEMENTS_PER_OPERAND_BLOCK = 1 << 16
 MAX_OPERAND_BLOCKS = 4
 MIN_WINDOW_ELEMENTS_FOR_OPERAND_ROWS = 64
-# Narrower windows (applied without a branch, see the module docstring): every block combines every window, its
-# own or not, so the split pays only where copying the operand outweighs the updates this many times, and two
-# blocks at most (table.at[indices].add(updates) of f32[65536,16] and 16384 rows, both cores free: 0.75x the
-# serial kernel's time; one core: 1.05x).
-MIN_COPY_TO_UPDATE_RATIO_FOR_NARROW_WINDOWS = 4
-MAX_NARROW_WINDOW_BLOCKS = 2
 # The splits over index vectors: a block applies at least this many update elements.
 MIN_UPDATE_ELEMENTS_PER_BLOCK = 1 << 12
 
@@ -195,8 +185,6 @@ class ScatterPlan:
     per_block: int
     work: int
     split_dim: int | None = None
-    # Operand rows: windows that are not the block's are combined at its first row and stored back unchanged.
-    redirected: bool = False
 
     @property
     def launch(self) -> LaunchDimensions:
@@ -247,21 +235,12 @@ def scatter_plan(fusion: HloInstruction, slice_indices: Sequence[int] | None) ->
     output = fusion_output_shapes(fusion)[0]
     split_dim = _major_dimension(output) if output.dimensions else None
     work = copied * math.prod(output.dimensions) + vectors * window
-    if split_dim is None:
-        return ScatterPlan(SERIAL, 1, vectors, work)
-    rows = output.dimensions[split_dim]
-    blocks = min(MAX_OPERAND_BLOCKS, rows, work // MIN_ELEMENTS_PER_OPERAND_BLOCK)
-    redirected = False
-    if window < MIN_WINDOW_ELEMENTS_FOR_OPERAND_ROWS:
-        window_sizes = dict(zip(dims.window_operand_dims, (update_shape[d] for d in dims.update_window_dims)))
-        copied_elements = copied * math.prod(output.dimensions)
-        if window_sizes.get(split_dim, 1) > 1 or \
-                copied_elements < MIN_COPY_TO_UPDATE_RATIO_FOR_NARROW_WINDOWS * vectors * window:
-            return ScatterPlan(SERIAL, 1, vectors, work)
-        blocks, redirected = min(blocks, MAX_NARROW_WINDOW_BLOCKS), True
-    if blocks > 1:
-        per_block = -(-rows // blocks)
-        return ScatterPlan(OPERAND_ROWS, -(-rows // per_block), per_block, work, split_dim, redirected)
+    if split_dim is not None and window >= MIN_WINDOW_ELEMENTS_FOR_OPERAND_ROWS:
+        rows = output.dimensions[split_dim]
+        blocks = min(MAX_OPERAND_BLOCKS, rows, work // MIN_ELEMENTS_PER_OPERAND_BLOCK)
+        if blocks > 1:
+            per_block = -(-rows // blocks)
+            return ScatterPlan(OPERAND_ROWS, -(-rows // per_block), per_block, work, split_dim)
     return ScatterPlan(SERIAL, 1, vectors, work)
 
 
@@ -566,28 +545,12 @@ class _EntryEmitter:
         # The block's rows: checked once per window when it is one row wide along the split, else per element.
         per_element = owner is not None and window_sizes.get(owner[0], 1) > 1
         owned_window = None if owner is None or per_element else owner
-        window = [update_shape[d] for d in dims.update_window_dims]
-        names = [f"window{d}" for d in dims.update_window_dims]
-        valid = self._window_in_bounds(builder, starts, window_sizes, owned_window)
-        redirect = self.plan.redirected and valid is not None and owned_window is not None
-        if redirect:
-            # Windows that are not the block's (or leave the operand) at the block's first row, which no other
-            # block writes; their combinations are not stored.
-            d, low, _ = owned_window
-            starts = list(starts)
-            for moved in sorted({*dims.scatter_dims_to_operand_dims, d}):
-                safe = low if moved == d else self.index(0)
-                select = builder.insert(arith.SelectOp(valid, starts[moved], safe))
-                select.attributes[UNPREDICTABLE_ATTR] = UnitAttr()
-                starts[moved] = select.result
 
         def combine_at(inner: Builder, at: list[SSAValue], update_at: list[SSAValue],
                        tensors: list[SSAValue]) -> list[SSAValue]:
             currents = [inner.insert(tensor.ExtractOp(t, at, e)).result for t, e in zip(tensors, element_types)]
             values = values_at(inner, update_values, params, update_at, list(updates))
             combined = inner.insert(func.CallOp(combiner_name, [*currents, *values], element_types)).results
-            if redirect:
-                combined = [inner.insert(arith.SelectOp(valid, v, c)).result for v, c in zip(combined, currents)]
             return [inner.insert(tensor.InsertOp(v, t, at)).result for v, t in zip(combined, tensors)]
 
         def combine(inner: Builder, window: list[SSAValue], tensors: list[SSAValue]) -> list[SSAValue]:
@@ -607,7 +570,10 @@ class _EntryEmitter:
                                              inner.insert(arith.CmpiOp(at[d], high, "slt")).result)).result
             return _if(inner, mine, tensors, lambda b: combine_at(b, at, update_at, tensors))
 
-        if valid is None or redirect:
+        window = [update_shape[d] for d in dims.update_window_dims]
+        names = [f"window{d}" for d in dims.update_window_dims]
+        valid = self._window_in_bounds(builder, starts, window_sizes, owned_window)
+        if valid is None:
             return self.loop(builder, window, names, iters, combine)
         return _if(builder, valid, iters, lambda b: self.loop(b, window, names, iters, combine))
 
