@@ -159,7 +159,8 @@ def error_in_epsilons(actual: np.ndarray, expected: np.ndarray) -> float:
     finite = np.isfinite(wide_actual) & np.isfinite(wide_expected)
     if (~same & ~finite).any():
         return math.inf
-    error = float(np.abs(wide_actual - wide_expected)[~same].max(initial=0.0))
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf where both agree: masked by ``same``
+        error = float(np.abs(wide_actual - wide_expected)[~same].max(initial=0.0))
     if error == 0:
         return 0.0
     largest = float(np.abs(wide_expected[finite]).max(initial=0.0))
