@@ -136,7 +136,10 @@ def _sum_module(element_type: str, shape: tuple[int, ...], axes: tuple[int, ...]
 # Rows of 512 elements reduce with partial accumulators in every type (a multiple of 4 vectors of 64 bytes), 37
 # in order; columns of 64 and 5 elements. Values are multiples of 1/8 up to 2 in magnitude (-1, 0 or 1 for the
 # 16-bit floats, whose sums here stay below 256): every partial sum is exact, so every order gives the exact sum.
-@pytest.mark.parametrize("element_type", ["f32", "f64", "bf16", "f16", "s32", "s8", "u8", "s64", "u16", "pred"])
+@pytest.mark.parametrize("element_type", [
+    # One type of each kind in the default run; the others with the slow tests.
+    "f32", "bf16", "s8", "pred",
+    *(pytest.param(t, marks=pytest.mark.slow) for t in ("f64", "f16", "s32", "u8", "s64", "u16"))])
 @pytest.mark.parametrize(("shape", "axes", "layout"), [
     ((24, 512), (1,), ""),        # row, whole vectors
     ((9, 37), (1,), ""),          # row, a length no vector divides
