@@ -236,7 +236,8 @@ def _mapped_computations(draw) -> tuple[str, list[str]]:
                          f"{draw(st.sampled_from(same))})")
         elif choice == "constant":
             c = f"c{k}"
-            lines.append(f"{c} = {t}[] constant({draw(st.sampled_from(_CONSTANTS[kind]))})")
+            constants = [v for v in _CONSTANTS[kind] if not (t.startswith("u") and v.startswith("-"))]
+            lines.append(f"{c} = {t}[] constant({draw(st.sampled_from(constants))})")
             lines.append(f"{name} = {t}[] {draw(st.sampled_from(_BINARY[kind]))}({x}, {c})")
         else:
             helpers.add(t)
