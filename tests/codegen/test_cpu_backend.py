@@ -35,13 +35,10 @@ DTYPES = {
 }
 
 
-def compile_text(text: str, native_bf16: bool | None = None) -> CpuKernel:
+def compile_text(text: str, bf16_instruction: bool | None = None) -> CpuKernel:
     module = parse_mlir(text)
     LowerTensorsPass().apply(None, module)  # type: ignore[arg-type]
-    if native_bf16 is None:
-        return CpuKernel.compile(module)
-    llvm_module, _ = translate_module(module, native_bf16=native_bf16)
-    return CpuKernel.from_llvm_ir(str(llvm_module))
+    return CpuKernel.compile(module, bf16_instruction=bf16_instruction)
 
 
 def elementwise(n: int, inputs: list[str], outputs: list[str], body: str, threads: int = 8) -> str:
@@ -325,8 +322,7 @@ HARD_DOUBLES = np.array([
 ])  # fmt: skip
 
 
-@pytest.mark.parametrize("native_bf16", [True, False])
-def test_narrowing_rounds_once(native_bf16: bool) -> None:
+def test_narrowing_rounds_once() -> None:
     body = """
     %y0 = arith.truncf %x0 : f64 to bf16
     %y1 = arith.truncf %x0 : f64 to f16
@@ -336,19 +332,98 @@ def test_narrowing_rounds_once(native_bf16: bool) -> None:
     n = 16
     doubles = np.resize(HARD_DOUBLES, n)
     floats = float_inputs(n, np.float32, 17)
-    kernel = compile_text(elementwise(n, ["f64", "f32"], ["bf16", "f16", "bf16", "f64"], body, threads=4), native_bf16)
+    kernel = compile_text(elementwise(n, ["f64", "f32"], ["bf16", "f16", "bf16", "f64"], body, threads=4))
     outs = run(kernel, [doubles, floats], ["bf16", "f16", "bf16", "f64"], n)
     assert same_bits(outs[0], round_to_bf16(doubles))
     with np.errstate(all="ignore"):
         assert same_bits(outs[1], doubles.astype(np.float16))
-    expected = floats.astype(BF16)
-    if native_bf16 and "+avx512bf16" in llvm.get_host_cpu_features().flatten().split(","):
-        # vcvtneps2bf16 flushes denormal inputs to (signed) zero.
-        denormal = (np.abs(floats) < np.finfo(np.float32).tiny) & (floats != 0)
-        assert denormal.any() and np.all(outs[2][denormal].astype(np.float32) == 0)
-        expected[denormal] = outs[2][denormal]
-    assert same_bits(outs[2], expected)
+    assert same_bits(outs[2], floats.astype(BF16))
     assert same_bits(outs[3], outs[2].astype(np.float64))
+
+
+def vector_narrowing(n: int, lanes: int) -> str:
+    """A kernel narrowing f32 vectors of `lanes` lanes to bf16 (`%out`), and the bf16 vectors widened back, times
+    two, narrowed again and widened (`%twice`): bf16 arithmetic's round trips."""
+    f32, bf16 = f"vector<{lanes}xf32>", f"vector<{lanes}xbf16>"
+    return f"""
+func.func @main(%input: tensor<{n}xf32>, %out: tensor<{n}xbf16>, %twice: tensor<{n}xf32>)
+    -> (tensor<{n}xbf16>, tensor<{n}xf32>) {{
+  %lanes = arith.constant {lanes} : index
+  %pad = arith.constant 0.0 : f32
+  %two = arith.constant dense<2.0> : {f32}
+  %bl = gpu.block_id x {{xla.range = [0 : index, {n // lanes - 1} : index]}}
+  %i = arith.muli %bl, %lanes : index
+  %x = vector.transfer_read %input[%i], %pad {{in_bounds = [true]}} : tensor<{n}xf32>, {f32}
+  %h = arith.truncf %x : {f32} to {bf16}
+  %w = vector.transfer_write %h, %out[%i] {{in_bounds = [true]}} : {bf16}, tensor<{n}xbf16>
+  %e = arith.extf %h : {bf16} to {f32}
+  %d = arith.mulf %e, %two : {f32}
+  %h2 = arith.truncf %d : {f32} to {bf16}
+  %e2 = arith.extf %h2 : {bf16} to {f32}
+  %w2 = vector.transfer_write %e2, %twice[%i] {{in_bounds = [true]}} : {f32}, tensor<{n}xf32>
+  return %w, %w2 : tensor<{n}xbf16>, tensor<{n}xf32>
+}}
+"""
+
+
+# f32 bit patterns around bf16's rounding: ties to even, just past them, the largest finite values and the ones that
+# round up to infinity, infinities, signed zeros and NaNs with payloads.
+BF16_EDGE_BITS = [
+    0x3F808000, 0x3F818000, 0x3F808001, 0x3F817FFF, 0xBF808000, 0x7F7F7FFF, 0x7F7F8000, 0x7F7FFFFF, 0xFF7F8000,
+    0x00800000, 0x80800000, 0x00808000, 0x7F800000, 0xFF800000, 0x00000000, 0x80000000,
+    0x7F800001, 0xFFC12345, 0x7FA00000, 0x7F81FFFF,
+]  # fmt: skip
+# Subnormal f32 bit patterns: a tie, the largest, ones that round up to the smallest normal bf16.
+SUBNORMAL_BITS = [0x00008000, 0x00018000, 0x007FFFFF, 0x807F8000, 0x00000001, 0x807FFFFF, 0x00400000]
+
+
+def expected_bf16_bits(bits: np.ndarray) -> np.ndarray:
+    """bf16 rounding to nearest even (ml_dtypes, which keeps subnormals); a NaN keeps its high bits, quieted (x86's
+    vcvtneps2bf16 does so, and so does the integer sequence)."""
+    floats = bits.view(np.float32)
+    with np.errstate(invalid="ignore"):
+        expected = floats.astype(BF16).view(np.uint16).copy()
+    nan = np.isnan(floats)
+    expected[nan] = ((bits[nan] | 0x400000) >> 16).astype(np.uint16)
+    return expected
+
+
+@pytest.mark.parametrize("lanes", [16, 32, 64])
+@pytest.mark.parametrize("bf16_instruction", [True, False])
+def test_vector_narrowing_to_bf16_is_exact(lanes: int, bf16_instruction: bool) -> None:
+    # Vectors with no subnormal lane (the host's instruction, where there is one), with one subnormal lane at each
+    # position and with only subnormal lanes (the integer sequence: the instruction would flush them to zero).
+    rng = np.random.default_rng(lanes)
+    normal = np.resize(np.array(BF16_EDGE_BITS, np.uint32), lanes)
+    chunks = [normal, rng.permutation(normal), np.resize(np.array(SUBNORMAL_BITS, np.uint32), lanes)]
+    for position in range(lanes):
+        chunk = rng.permutation(normal)
+        chunk[position] = SUBNORMAL_BITS[position % len(SUBNORMAL_BITS)]
+        chunks.append(chunk)
+    bits = np.concatenate(chunks)
+    n = bits.size
+    kernel = compile_text(vector_narrowing(n, lanes), bf16_instruction)
+    out, twice = np.zeros(n, BF16), np.zeros(n, np.float32)
+    kernel([bits.view(np.float32), out, twice], 0, kernel.signature.blocks)
+    expected = expected_bf16_bits(bits)
+    assert np.array_equal(out.view(np.uint16), expected)
+    widened = (expected.astype(np.uint32) << 16).view(np.float32)
+    with np.errstate(over="ignore"):
+        doubled = expected_bf16_bits((widened * np.float32(2)).view(np.uint32))
+    doubled_back = (doubled.astype(np.uint32) << 16).view(np.float32)
+    finite = ~np.isnan(doubled_back)
+    assert np.array_equal(twice.view(np.uint32)[finite], doubled_back.view(np.uint32)[finite])
+    assert np.isnan(twice[~finite]).all()
+
+
+def test_vector_narrowing_uses_the_hosts_instruction() -> None:
+    if "+avx512bf16" not in llvm.get_host_cpu_features().flatten().split(","):
+        pytest.skip("the host has no AVX512-BF16 conversion")
+    module = parse_mlir(vector_narrowing(64, 32))
+    LowerTensorsPass().apply(None, module)  # type: ignore[arg-type]
+    llvm_module, _ = translate_module(module)
+    assm = CpuKernel.from_llvm_ir(str(llvm_module)).asm
+    assert "vcvtneps2bf16" in assm and "vfpclassps" in assm
 
 
 def test_integer_and_float_conversions() -> None:

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 NO_THUNK_OPCODES = frozenset({"parameter", "constant", "after-all"}) | FORWARDING_OPCODES
 
 # The compile options that change the generated code, as the kernel cache's key records them.
-KERNEL_OPTIONS = "backend=cpu native_bf16=False"
+KERNEL_OPTIONS = "backend=cpu"
 
 
 class ThunkEmitter:

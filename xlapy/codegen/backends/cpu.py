@@ -36,8 +36,9 @@ Semantics choices:
 - `index` is i64.
 - bf16 and f16 arithmetic is done in f32 and rounded back after every op (XLA's semantics; exact for the
   IEEE-correctly-rounded ops since f32 has more than twice the precision). Narrowing conversions round once:
-  f32 → bf16 is an integer round-to-nearest-even sequence (exact for denormals too; `native_bf16=True` uses
-  AVX512-BF16's vcvtneps2bf16 instead, faster but flushing denormal inputs), f64 → bf16/f16 goes through f32
+  f32 → bf16 is an integer round-to-nearest-even sequence (exact for denormals too), or for vectors on hosts
+  with AVX512-BF16 its vcvtneps2bf16 with the integer sequence for vectors holding a denormal (which the
+  instruction flushes: `_f32_to_bf16_by_instruction`), bit for bit the same; f64 → bf16/f16 goes through f32
   with round-to-odd; bf16 → f32 shifts the bits (`_bf16_to_f32`: LLVM would narrow ops on `fpext`ed values back
   to bf16 ones, rounded with vcvtneps2bf16). This also avoids the compiler-rt helpers (`__truncsfbf2`,
   `__truncdfhf2`, ...) LLVM would call, which are not present in the Python process. f16 ↔ f32 conversions
@@ -271,9 +272,17 @@ def _target_machine() -> llvm.TargetMachine:
     return target.create_target_machine(cpu=cpu, features=features, opt=3, codemodel="jitdefault", jit=True)
 
 
+# `llvm.is.fpclass`'s test bits for negative and positive subnormals, and vfpclassps's category bit for them.
+_FP_CLASS_SUBNORMAL = 0x10 | 0x80
+_X86_CLASS_SUBNORMAL = 0x20
+
+
+def _host_has_feature(name: str) -> bool:
+    return f"+{name}" in host_target()[2].split(",")
+
+
 def _host_has_bf16_conversion() -> bool:
-    features = host_target()[2].split(",")
-    return "+avx512bf16" in features or "+avxneconvert" in features
+    return _host_has_feature("avx512bf16") or _host_has_feature("avxneconvert")
 
 
 def vector_bits() -> int:
@@ -368,13 +377,16 @@ class _Lanes:
 class _Translator:
     """Translates the ops of one function body into `builder`."""
 
-    def __init__(self, module: ir.Module, function: ir.Function, ids: dict[str, ir.Value], native_bf16: bool):
+    def __init__(self, module: ir.Module, function: ir.Function, ids: dict[str, ir.Value], bf16_instruction: bool):
         # `ids` is empty for helper functions: only the entry function has thread/block loops.
         self.module = module
         self.function = function
         self.b = ir.IRBuilder(function.append_basic_block("entry"))
         self.ids = ids  # "gpu.thread_id" / "gpu.block_id" → loop variable
-        self.native_bf16 = native_bf16
+        # Vectors are narrowed to bf16 with the host's instruction, exactly (`_f32_to_bf16_by_instruction`).
+        self.bf16_instruction = bf16_instruction
+        # id of a bf16 vector narrowed that way → (the vector, its value as f32), for `_bf16_to_f32`.
+        self._bf16_widened: dict[int, tuple[ir.Value, ir.Value]] = {}
         self.values: dict[SSAValue, ir.Value] = {}
         self.is_entry = ids is not _NO_IDS
         # Vector loads and stores are split into lanes (`_Lanes`) only where the lanes are read one by one.
@@ -445,6 +457,9 @@ class _Translator:
         """bf16 → f32 as the bits shifted into the high half (exact, denormals included). Not ``fpext``: LLVM
         narrows ``maximum(fpext a, fpext b)`` (and minimum, maxnum, minnum) to a bf16 operation, which the x86
         backend computes in f32 and rounds back with AVX512-BF16's vcvtneps2bf16, flushing denormals to zero."""
+        widened = self._bf16_widened.get(id(value))
+        if widened is not None and widened[0] is value:
+            return widened[1]
         b = self.b
         i16, i32 = _like(value.type, ir.IntType(16)), _like(value.type, I32)
         bits = b.shl(b.zext(b.bitcast(value, i16), i32), _constant(i32, 16))
@@ -465,7 +480,7 @@ class _Translator:
             return self.b.fptrunc(value, target)
         if source == F64:  # to bf16/f16: round to odd first so that the second rounding is the only one
             value = self._to_f32_round_to_odd(value)
-        if element == BF16 and not self.native_bf16:
+        if element == BF16:
             return self._f32_to_bf16(value)
         return self.b.fptrunc(value, target)
 
@@ -484,7 +499,60 @@ class _Translator:
         return b.bitcast(odd, _like(value.type, F32))
 
     def _f32_to_bf16(self, value: ir.Value) -> ir.Value:
-        """f32 → bf16, round to nearest even, NaNs stay (quiet) NaNs — with integer ops only."""
+        """f32 → bf16, round to nearest even, NaNs stay (quiet) NaNs, denormals rounded like other values."""
+        if isinstance(value.type, ir.VectorType) and self.bf16_instruction:
+            return self._f32_to_bf16_by_instruction(value)
+        return self._pack_bf16(self._bf16_rounded_bits(value), value.type)
+
+    def _f32_to_bf16_by_instruction(self, value: ir.Value) -> ir.Value:
+        """`_f32_to_bf16` of a vector with the host's conversion (vcvtneps2bf16, one instruction where the integer
+        sequence takes six per 16 lanes). It rounds to nearest even and quiets NaNs keeping their high bits, as the
+        integer sequence does, but flushes denormal inputs to zero: a vector with a denormal lane takes the integer
+        sequence instead, on a branch marked unlikely, so the common path pays one class test per 16 lanes."""
+        b = self.b
+        native = b.fptrunc(value, _like(value.type, BF16))
+        denormal = self._subnormal_lanes(value)
+        lanes = ir.IntType(value.type.count)
+        any_denormal = b.icmp_unsigned("!=", b.bitcast(denormal, lanes), _constant(lanes, 0))
+        rounded_bits = self._bf16_rounded_bits(value)
+        common = b.block
+        with b.if_then(any_denormal, likely=False):
+            exact = self._pack_bf16(rounded_bits, value.type)
+            rare = b.block
+        result = b.phi(native.type)
+        result.add_incoming(native, common)
+        result.add_incoming(exact, rare)
+        # bf16 arithmetic widens each rounded result again for the next op: that reads the rounded bits in place
+        # (one mask), cheaper than widening the packed halves; unused, the integer sequence is dead code.
+        i32 = rounded_bits.type
+        high_half = b.and_(rounded_bits, _constant(i32, 0xFFFF0000))
+        self._bf16_widened[id(result)] = (result, b.bitcast(high_half, value.type))
+        return result
+
+    def _subnormal_lanes(self, value: ir.Value) -> ir.Value:
+        """Which lanes of the f32 vector `value` are subnormal, as a vector of i1: AVX512-DQ's vfpclassps for the
+        widths it has (LLVM expands the generic class test into three integer ops)."""
+        count = value.type.count
+        pieces = count // 16
+        if not (count % 16 == 0 and pieces & (pieces - 1) == 0 and _host_has_feature("avx512dq")):
+            return self.intrinsic("llvm.is.fpclass", _like(value.type, ir.IntType(1)),
+                                  [value, _constant(I32, _FP_CLASS_SUBNORMAL)], mangle=[value.type])
+        b = self.b
+        masks = []
+        for first in range(0, count, 16):  # one zmm register at a time
+            lanes = ir.Constant(ir.VectorType(I32, 16), list(range(first, first + 16)))
+            part = value if count == 16 else b.shuffle_vector(value, ir.Constant(value.type, None), lanes)
+            masks.append(self.intrinsic("llvm.x86.avx512.fpclass.ps.512", ir.VectorType(ir.IntType(1), 16),
+                                        [part, _constant(I32, _X86_CLASS_SUBNORMAL)], mangle=[]))
+        while len(masks) > 1:  # concatenated pairwise
+            pairs = zip(masks[0::2], masks[1::2])
+            masks = [b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, 2 * low.type.count),
+                                                             list(range(2 * low.type.count))))
+                     for low, high in pairs]
+        return masks[0]
+
+    def _bf16_rounded_bits(self, value: ir.Value) -> ir.Value:
+        """The bits of f32 `value` with its bf16 rounding (to nearest even, NaNs quiet) in their high 16 bits."""
         b = self.b
         i32 = _like(value.type, I32)
         bits = b.bitcast(value, i32)
@@ -492,17 +560,22 @@ class _Translator:
         rounded = b.add(bits, b.add(lsb, _constant(i32, 0x7FFF)))
         quiet = b.or_(bits, _constant(i32, 0x400000))
         is_nan = b.fcmp_unordered("uno", value, value)
-        chosen = b.select(is_nan, quiet, rounded)
-        if isinstance(value.type, ir.VectorType):
+        return b.select(is_nan, quiet, rounded)
+
+    def _pack_bf16(self, rounded_bits: ir.Value, f32_type: ir.Type) -> ir.Value:
+        """The bf16 values whose bits are the high halves of `rounded_bits`."""
+        b = self.b
+        if isinstance(f32_type, ir.VectorType):
             # The high 16-bit halves (words 2k + 1, little-endian) picked by one shuffle: x86 packs 32 lanes with one
             # vpermt2w, where a shift and a truncation take two shifts, two vpmovdw and a vinserti64x4.
-            count = value.type.count
-            words = b.bitcast(chosen, ir.VectorType(ir.IntType(16), 2 * count))
+            count = f32_type.count
+            words = b.bitcast(rounded_bits, ir.VectorType(ir.IntType(16), 2 * count))
             high = b.shuffle_vector(words, ir.Constant(words.type, None),
                                     ir.Constant(ir.VectorType(I32, count), [2 * k + 1 for k in range(count)]))
-            return b.bitcast(high, _like(value.type, BF16))
-        chosen = b.lshr(chosen, _constant(i32, 16))
-        return b.bitcast(b.trunc(chosen, _like(value.type, ir.IntType(16))), _like(value.type, BF16))
+            return b.bitcast(high, _like(f32_type, BF16))
+        i32 = rounded_bits.type
+        high = b.trunc(b.lshr(rounded_bits, _constant(i32, 16)), ir.IntType(16))
+        return b.bitcast(high, BF16)
 
     def in_f32(self, op: Operation, compute: Callable[..., ir.Value]) -> None:
         """Define `op`'s result as `compute(*operands)`, done in f32 for bf16/f16 and rounded back."""
@@ -1341,9 +1414,9 @@ def _declare(module: ir.Module, function: func.FuncOp, always_inline: bool = Tru
     return fn
 
 
-def _define_helper(module: ir.Module, function: func.FuncOp, native_bf16: bool) -> None:
+def _define_helper(module: ir.Module, function: func.FuncOp, bf16_instruction: bool) -> None:
     fn = module.globals[function.sym_name.data]
-    translator = _Translator(module, fn, _NO_IDS, native_bf16)
+    translator = _Translator(module, fn, _NO_IDS, bf16_instruction)
     for arg, value in zip(function.body.block.args, fn.args):
         translator.values[arg] = value
     translator.block(function.body.block)
@@ -1533,7 +1606,7 @@ def _emit_wrapper(module: ir.Module, name: str, kernel: ir.Function, count: int)
     w.ret_void()
 
 
-def _define_entry(module: ir.Module, function: func.FuncOp, native_bf16: bool) -> KernelSignature:
+def _define_entry(module: ir.Module, function: func.FuncOp, bf16_instruction: bool) -> KernelSignature:
     types = function.function_type.inputs.data
     if not all(isinstance(ty, xllvm.LLVMPointerType) for ty in types):
         raise VerifyError("cpu backend: the entry function takes non-pointer arguments (run lower-tensors first)")
@@ -1546,7 +1619,7 @@ def _define_entry(module: ir.Module, function: func.FuncOp, native_bf16: bool) -
         size = _arg_attr(function, i, "llvm.dereferenceable")
         sizes.append(size.value.data if isinstance(size, IntegerAttr) else 0)
     kernel = _kernel_function(module, function, sizes)
-    translator = _Translator(module, kernel, {}, native_bf16)
+    translator = _Translator(module, kernel, {}, bf16_instruction)
     translator.scalar_lanes = not _is_vectorized(function)
     _emit_loops(translator, function, threads)
     _emit_wrapper(module, function.sym_name.data, kernel, len(types))
@@ -1557,17 +1630,17 @@ def _define_entry(module: ir.Module, function: func.FuncOp, native_bf16: bool) -
 
 
 def translate_module(
-    module: ModuleOp, entry: str = "main", native_bf16: bool = False
+    module: ModuleOp, entry: str = "main", bf16_instruction: bool | None = None
 ) -> tuple[ir.Module, KernelSignature]:
     """The LLVM module of a lowered xDSL module, and the signature of its entry function.
 
-    `native_bf16`: round f32 → bf16 with the host's instruction (AVX512-BF16 `vcvtneps2bf16`) when it has one.
-    Faster, but that instruction flushes denormal inputs to zero (XLA:CPU runs with denormals flushed anyway);
-    by default the rounding is an exact integer sequence."""
+    `bf16_instruction`: whether vectors are rounded from f32 to bf16 with the host's instruction (AVX512-BF16's
+    `vcvtneps2bf16`, exact whatever the choice: see `_Translator._f32_to_bf16_by_instruction`); by default (and
+    only) when the host has one."""
     triple = host_target()[0]
     result = ir.Module(name="xlapy")
     result.triple = triple
-    native_bf16 = native_bf16 and _host_has_bf16_conversion()
+    bf16_instruction = bf16_instruction is not False and _host_has_bf16_conversion()
     functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
     entries = [f for f in functions if f.sym_name.data == entry]
     if not entries:
@@ -1578,8 +1651,8 @@ def translate_module(
         _declare(result, function, always_inline=function.sym_name.data not in kept)
     for function in helpers:
         if function.body.blocks:
-            _define_helper(result, function, native_bf16)
-    signature = _define_entry(result, entries[0], native_bf16)
+            _define_helper(result, function, bf16_instruction)
+    signature = _define_entry(result, entries[0], bf16_instruction)
     return result, signature
 
 
@@ -1629,9 +1702,9 @@ class CpuKernel:
         self._function = _KernelFunction(engine.get_function_address(name))
 
     @classmethod
-    def compile(cls, module: ModuleOp, entry: str = "main", native_bf16: bool = False) -> CpuKernel:
+    def compile(cls, module: ModuleOp, entry: str = "main", bf16_instruction: bool | None = None) -> CpuKernel:
         """Translate, verify, optimise and JIT-compile the lowered xDSL `module` (see `translate_module`)."""
-        llvm_module, _ = translate_module(module, entry, native_bf16)
+        llvm_module, _ = translate_module(module, entry, bf16_instruction)
         return cls.from_llvm_ir(str(llvm_module), entry)
 
     @classmethod
@@ -1760,9 +1833,9 @@ class CpuKernel:
                               f"[0, {self.signature.blocks})")
 
 
-def compile_kernel(module: ModuleOp, entry: str = "main", native_bf16: bool = False) -> CpuKernel:
+def compile_kernel(module: ModuleOp, entry: str = "main", bf16_instruction: bool | None = None) -> CpuKernel:
     """`CpuKernel.compile`: the lowered xDSL `module` as a callable kernel."""
-    return CpuKernel.compile(module, entry, native_bf16)
+    return CpuKernel.compile(module, entry, bf16_instruction)
 
 
 __all__ = ["BFloatType", "CpuKernel", "KernelSignature", "compile_kernel", "llvm_type", "optimize", "translate_module"]
