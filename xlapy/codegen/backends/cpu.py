@@ -515,13 +515,18 @@ class _Translator:
         lanes = ir.IntType(value.type.count)
         any_denormal = b.icmp_unsigned("!=", b.bitcast(denormal, lanes), _constant(lanes, 0))
         rounded_bits = self._bf16_rounded_bits(value)
+        # The two roundings meet as i16 vectors: a phi of bfloat vectors makes LLVM's x86 backend take the rare
+        # path one lane at a time.
+        words = _like(value.type, ir.IntType(16))
+        native_words = b.bitcast(native, words)
         common = b.block
         with b.if_then(any_denormal, likely=False):
-            exact = self._pack_bf16(rounded_bits, value.type)
+            exact = b.bitcast(self._pack_bf16(rounded_bits, value.type), words)
             rare = b.block
-        result = b.phi(native.type)
-        result.add_incoming(native, common)
-        result.add_incoming(exact, rare)
+        merged = b.phi(words)
+        merged.add_incoming(native_words, common)
+        merged.add_incoming(exact, rare)
+        result = b.bitcast(merged, native.type)
         # bf16 arithmetic widens each rounded result again for the next op: that reads the rounded bits in place
         # (one mask), cheaper than widening the packed halves; unused, the integer sequence is dead code.
         i32 = rounded_bits.type
