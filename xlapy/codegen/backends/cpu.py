@@ -36,9 +36,10 @@ Semantics choices:
 - `index` is i64.
 - bf16 and f16 arithmetic is done in f32 and rounded back after every op (XLA's semantics; exact for the
   IEEE-correctly-rounded ops since f32 has more than twice the precision). Narrowing conversions round once:
-  f32 → bf16 is an integer round-to-nearest-even sequence (exact for denormals too), or for vectors on hosts
-  with AVX512-BF16 its vcvtneps2bf16 with the integer sequence for vectors holding a denormal (which the
-  instruction flushes: `_f32_to_bf16_by_instruction`), bit for bit the same; f64 → bf16/f16 goes through f32
+  f32 → bf16 is an integer round-to-nearest-even sequence (exact for denormals too; a NaN becomes its sign's
+  quiet NaN, as in XLA:CPU), or for vectors on hosts with AVX512-BF16 its vcvtneps2bf16 with the integer
+  sequence for vectors holding a denormal or a NaN (which the instruction flushes, or keeps the payload of:
+  `_f32_to_bf16_by_instruction`), bit for bit the same; f64 → bf16/f16 goes through f32
   with round-to-odd; bf16 → f32 shifts the bits (`_bf16_to_f32`: LLVM would narrow ops on `fpext`ed values back
   to bf16 ones, rounded with vcvtneps2bf16). This also avoids the compiler-rt helpers (`__truncsfbf2`,
   `__truncdfhf2`, ...) LLVM would call, which are not present in the Python process. f16 ↔ f32 conversions
@@ -272,9 +273,10 @@ def _target_machine() -> llvm.TargetMachine:
     return target.create_target_machine(cpu=cpu, features=features, opt=3, codemodel="jitdefault", jit=True)
 
 
-# `llvm.is.fpclass`'s test bits for negative and positive subnormals, and vfpclassps's category bit for them.
-_FP_CLASS_SUBNORMAL = 0x10 | 0x80
-_X86_CLASS_SUBNORMAL = 0x20
+# `llvm.is.fpclass`'s test bits for NaNs (signaling, quiet) and subnormals (negative, positive), and vfpclassps's
+# category bits for them (quiet NaN, subnormal, signaling NaN).
+_FP_CLASS_SUBNORMAL_OR_NAN = 0x1 | 0x2 | 0x10 | 0x80
+_X86_CLASS_SUBNORMAL_OR_NAN = 0x01 | 0x20 | 0x80
 
 
 def _host_has_feature(name: str) -> bool:
@@ -499,28 +501,29 @@ class _Translator:
         return b.bitcast(odd, _like(value.type, F32))
 
     def _f32_to_bf16(self, value: ir.Value) -> ir.Value:
-        """f32 → bf16, round to nearest even, NaNs stay (quiet) NaNs, denormals rounded like other values."""
+        """f32 → bf16, round to nearest even, denormals rounded like other values, a NaN its sign's quiet NaN."""
         if isinstance(value.type, ir.VectorType) and self.bf16_instruction:
             return self._f32_to_bf16_by_instruction(value)
         return self._pack_bf16(self._bf16_rounded_bits(value), value.type)
 
     def _f32_to_bf16_by_instruction(self, value: ir.Value) -> ir.Value:
         """`_f32_to_bf16` of a vector with the host's conversion (vcvtneps2bf16, one instruction where the integer
-        sequence takes six per 16 lanes). It rounds to nearest even and quiets NaNs keeping their high bits, as the
-        integer sequence does, but flushes denormal inputs to zero: a vector with a denormal lane takes the integer
-        sequence instead, on a branch marked unlikely, so the common path pays one class test per 16 lanes."""
+        sequence takes six per 16 lanes). It rounds to nearest even like the integer sequence, but flushes denormal
+        inputs to zero and keeps the high bits of a NaN's payload: a vector with a denormal or NaN lane takes the
+        integer sequence instead, on a branch marked unlikely, so the common path pays one class test per 16
+        lanes."""
         b = self.b
         native = b.fptrunc(value, _like(value.type, BF16))
-        denormal = self._subnormal_lanes(value)
+        special = self._subnormal_or_nan_lanes(value)
         lanes = ir.IntType(value.type.count)
-        any_denormal = b.icmp_unsigned("!=", b.bitcast(denormal, lanes), _constant(lanes, 0))
+        any_special = b.icmp_unsigned("!=", b.bitcast(special, lanes), _constant(lanes, 0))
         rounded_bits = self._bf16_rounded_bits(value)
         # The two roundings meet as i16 vectors: a phi of bfloat vectors makes LLVM's x86 backend take the rare
         # path one lane at a time.
         words = _like(value.type, ir.IntType(16))
         native_words = b.bitcast(native, words)
         common = b.block
-        with b.if_then(any_denormal, likely=False):
+        with b.if_then(any_special, likely=False):
             exact = b.bitcast(self._pack_bf16(rounded_bits, value.type), words)
             rare = b.block
         merged = b.phi(words)
@@ -534,21 +537,21 @@ class _Translator:
         self._bf16_widened[id(result)] = (result, b.bitcast(high_half, value.type))
         return result
 
-    def _subnormal_lanes(self, value: ir.Value) -> ir.Value:
-        """Which lanes of the f32 vector `value` are subnormal, as a vector of i1: AVX512-DQ's vfpclassps for the
-        widths it has (LLVM expands the generic class test into three integer ops)."""
+    def _subnormal_or_nan_lanes(self, value: ir.Value) -> ir.Value:
+        """Which lanes of the f32 vector `value` are subnormal or NaN, as a vector of i1: AVX512-DQ's vfpclassps a
+        register at a time (LLVM expands the generic class test into integer ops)."""
         count = value.type.count
         pieces = count // 16
         if not (count % 16 == 0 and pieces & (pieces - 1) == 0 and _host_has_feature("avx512dq")):
             return self.intrinsic("llvm.is.fpclass", _like(value.type, ir.IntType(1)),
-                                  [value, _constant(I32, _FP_CLASS_SUBNORMAL)], mangle=[value.type])
+                                  [value, _constant(I32, _FP_CLASS_SUBNORMAL_OR_NAN)], mangle=[value.type])
         b = self.b
         masks = []
         for first in range(0, count, 16):  # one zmm register at a time
             lanes = ir.Constant(ir.VectorType(I32, 16), list(range(first, first + 16)))
             part = value if count == 16 else b.shuffle_vector(value, ir.Constant(value.type, None), lanes)
             masks.append(self.intrinsic("llvm.x86.avx512.fpclass.ps.512", ir.VectorType(ir.IntType(1), 16),
-                                        [part, _constant(I32, _X86_CLASS_SUBNORMAL)], mangle=[]))
+                                        [part, _constant(I32, _X86_CLASS_SUBNORMAL_OR_NAN)], mangle=[]))
         while len(masks) > 1:  # concatenated pairwise
             pairs = zip(masks[0::2], masks[1::2])
             masks = [b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, 2 * low.type.count),
@@ -557,13 +560,15 @@ class _Translator:
         return masks[0]
 
     def _bf16_rounded_bits(self, value: ir.Value) -> ir.Value:
-        """The bits of f32 `value` with its bf16 rounding (to nearest even, NaNs quiet) in their high 16 bits."""
+        """The bits of f32 `value` with its bf16 rounding (to nearest even, a NaN its sign's quiet NaN) in their high
+        16 bits."""
         b = self.b
         i32 = _like(value.type, I32)
         bits = b.bitcast(value, i32)
         lsb = b.and_(b.lshr(bits, _constant(i32, 16)), _constant(i32, 1))
         rounded = b.add(bits, b.add(lsb, _constant(i32, 0x7FFF)))
-        quiet = b.or_(bits, _constant(i32, 0x400000))
+        # A NaN becomes the quiet NaN of its sign, as XLA:CPU's conversion and the interpreter make it.
+        quiet = b.or_(b.and_(bits, _constant(i32, 0xFF800000)), _constant(i32, 0x400000))
         is_nan = b.fcmp_unordered("uno", value, value)
         return b.select(is_nan, quiet, rounded)
 
@@ -1096,6 +1101,14 @@ def _vector_broadcast(t: _Translator, op: Operation) -> None:
     t.set(op, t.b.shuffle_vector(one, one, ir.Constant(ir.VectorType(I32, target.count), [0] * target.count)))
 
 
+@_lowers("vector.shuffle")
+def _vector_shuffle(t: _Translator, op: vector.ShuffleOp) -> None:
+    """Lanes of the two operands (those of the second numbered after the first's) in the order of the mask."""
+    mask = [int(k) for k in op.mask.get_values()]
+    first, second = t.args(op)
+    t.set(op, t.b.shuffle_vector(first, second, ir.Constant(ir.VectorType(I32, len(mask)), mask)))
+
+
 # memory
 
 
@@ -1154,6 +1167,13 @@ def _store(t: _Translator, op: xllvm.StoreOp) -> None:
         if op.nontemporal is not None:
             store.set_metadata("nontemporal", t.module.add_metadata([_constant(I32, 1)]))
             t.streaming_stores = True
+
+
+@_lowers("llvm.intr.prefetch")
+def _prefetch(t: _Translator, op: Operation) -> None:
+    address = t.get(op.operands[0])
+    hints = [_constant(I32, op.properties[name].value.data) for name in ("rw", "hint", "cache")]
+    t.intrinsic("llvm.prefetch", ir.VoidType(), [address, *hints], [address.type])
 
 
 # Bytes of the scalar LLVM types a vector's lanes can have.
@@ -1803,6 +1823,9 @@ class CpuKernel:
             function(argument, block_begin, block_end)
 
         launch.buffers = (tuple(buffers), pointers)  # type: ignore[attr-defined]
+        # For a native dispatcher: the entry's address, the pointer array's (alive with the launch), the blocks.
+        entry = ctypes.cast(function, ctypes.c_void_p).value
+        launch.native = (entry, ctypes.addressof(pointers), blocks)  # type: ignore[attr-defined]
         return launch
 
     def bind_all_blocks(self, buffers: Sequence[np.ndarray]) -> Callable[[], None]:
