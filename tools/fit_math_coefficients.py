@@ -6,19 +6,27 @@ prints, for each approximation, the coefficients (as Python floats, exact) and t
 and after rounding them to doubles. Polynomials come from a discrete Remez exchange on a Chebyshev grid; the
 rational f32 approximation of erf from Lawson-weighted linearised least squares. Also prints the split constants
 (ln 2, pi/2, ...) and the bits of 2/pi used by Payne & Hanek's reduction, and checks the tables of the f32 tanh and
-exp (`exponential.tanh_table`, `exponential.exp_table`, made at run time in decimal arithmetic) entry by entry
-against mpmath. (Some committed values came from slightly different grids: their last digits may differ from this
-script's, with the same errors.)
+exp (`exponential.tanh_table`, `exponential.exp_table` and `exponential.exp_scale_table`, made at run time in
+decimal arithmetic) entry by entry against mpmath. (Some committed values came from slightly different grids: their
+last digits may differ from this script's, with the same errors.)
 """
 
 from __future__ import annotations
 
 import argparse
+import struct
 from collections.abc import Callable
 
 import mpmath as mp
 
-from xlapy.codegen.backends.mathlib.exponential import EXP_TABLE_SIZE, TANH_STEPS_PER_UNIT, exp_table, tanh_table
+from xlapy.codegen.backends.mathlib.exponential import (
+    EXP_SCALE_SHIFT,
+    EXP_TABLE_SIZE,
+    TANH_STEPS_PER_UNIT,
+    exp_scale_table,
+    exp_table,
+    tanh_table,
+)
 
 mp.mp.dps = 60
 Function = Callable[[mp.mpf], mp.mpf]
@@ -106,6 +114,7 @@ def _erfcx(x: mp.mpf) -> mp.mpf:
 
 
 LN2_HALF = mp.log(2) / 2
+EXP32_R = LN2_HALF / EXP_TABLE_SIZE * (1 + mp.mpf(2) ** -20)  # |r| of the f32 exp's reduction, with a margin
 LOG_Z = ((mp.sqrt(2) - 1) / (mp.sqrt(2) + 1)) ** 2
 TRIG_Z = (mp.pi / 4) ** 2
 ERF_T = mp.mpf(0.84375)
@@ -121,6 +130,8 @@ def _erfc_h(k: float, x_max: float) -> tuple[Function, Function, float, float]:
 POLYNOMIALS = {
     "EXP_P": (_series(lambda r: mp.mpf(1) / 2 + r / 6, lambda r: (mp.exp(r) - 1 - r) / r**2),
               lambda r: r * r / mp.exp(r), -LN2_HALF, LN2_HALF, (9,)),
+    "EXP32_P": (_series(lambda r: mp.mpf(1) / 2 + r / 6, lambda r: (mp.exp(r) - 1 - r) / r**2),
+                lambda r: r * r / mp.exp(r), -EXP32_R, EXP32_R, (4,)),
     "LOG_P": (_series(lambda z: mp.mpf(2) / 3, lambda z: (2 * mp.atanh(mp.sqrt(z)) / mp.sqrt(z) - 2) / z),
               lambda z: z, 0, LOG_Z, (6,)),
     "POW_LOG_Q": (_series(lambda z: mp.mpf(2) / 5, lambda z: (2 * mp.atanh(mp.sqrt(z)) - 2 * mp.sqrt(z)
@@ -175,12 +186,21 @@ def constants() -> None:
         print("floor(2/pi * 2^1216):", format(int(mp.floor(2 / mp.pi * mp.mpf(2) ** 1216)), "x"))
 
 
+def _exp_scale_entries() -> list[float]:
+    """exp_scale_table()'s entries with j << EXP_SCALE_SHIFT added back to their bits (2^(j/16) if it is right)."""
+    bits = struct.unpack(f"<{EXP_TABLE_SIZE}q", struct.pack(f"<{EXP_TABLE_SIZE}d", *exp_scale_table()))
+    restored = [b + (j << EXP_SCALE_SHIFT) for j, b in enumerate(bits)]
+    return list(struct.unpack(f"<{EXP_TABLE_SIZE}d", struct.pack(f"<{EXP_TABLE_SIZE}q", *restored)))
+
+
 def check_tables() -> None:
     """Every entry of the tables of the f32 tanh and exp (made at run time in decimal arithmetic) is the exact value
-    rounded to the nearest double."""
+    rounded to the nearest double; so is every entry of exp's scale table once its exponent field gets j back."""
+    power_of_two = lambda j: mp.mpf(2) ** (mp.mpf(j) / EXP_TABLE_SIZE)  # noqa: E731
     for name, table, exact in [
         (f"tanh(j/{TANH_STEPS_PER_UNIT})", tanh_table(), lambda j: mp.tanh(mp.mpf(j) / TANH_STEPS_PER_UNIT)),
-        (f"2^(j/{EXP_TABLE_SIZE})", exp_table(), lambda j: mp.mpf(2) ** (mp.mpf(j) / EXP_TABLE_SIZE)),
+        (f"2^(j/{EXP_TABLE_SIZE})", exp_table(), power_of_two),
+        (f"2^(j/{EXP_TABLE_SIZE}) (scale table)", _exp_scale_entries(), power_of_two),
     ]:
         wrong = [j for j, value in enumerate(table) if value != float(exact(j))]
         print(f"table of {name}: {len(table)} entries, {len(wrong)} not correctly rounded" +

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 
+import llvmlite.binding as llvm
 import ml_dtypes
 import mpmath
 import numpy as np
@@ -14,7 +15,13 @@ from llvmlite import ir
 
 from tests.codegen.math_jit import compiled
 from xlapy.codegen.backends.math_library import MATH_OPS, math_function
-from xlapy.codegen.backends.mathlib.exponential import EXP_TABLE_SIZE, TANH_STEPS_PER_UNIT, exp_table, tanh_table
+from xlapy.codegen.backends.mathlib.exponential import (
+    EXP_TABLE_SIZE,
+    TANH_STEPS_PER_UNIT,
+    exp_scale_table,
+    exp_table,
+    tanh_table,
+)
 from xlapy.errors import UnimplementedError
 from xlapy.runtime.ulps import ulp_distance
 
@@ -233,21 +240,25 @@ def test_wide_trig_vectors_gather_the_reduction_table(op: str, dtype: type) -> N
 
 
 def test_f32_tables_are_correctly_rounded() -> None:
-    """The f32 tanh and exp read tanh(j / 512) and 2^(j / 256) from tables computed in decimal arithmetic: every
-    entry is the double nearest to the exact value (mpmath)."""
+    """The f32 tanh and exp read tanh(j / 512) and 2^(j / 16) from tables computed in decimal arithmetic: every
+    entry is the double nearest to the exact value (mpmath); exp's scale table holds their bits less j << 48, to
+    which the exp kernel adds n << 48 (n = 16 m + j) to make 2^m 2^(j / 16)."""
     tanh = tanh_table()
     assert len(tanh) == 4865
     assert all(v == float(mpmath.tanh(mpmath.mpf(j) / TANH_STEPS_PER_UNIT)) for j, v in enumerate(tanh))
     powers = exp_table()
-    assert len(powers) == 256
+    assert len(powers) == EXP_TABLE_SIZE == 16
     assert all(v == float(mpmath.mpf(2) ** (mpmath.mpf(j) / EXP_TABLE_SIZE)) for j, v in enumerate(powers))
+    scale_bits = np.array(exp_scale_table()).view(np.int64)
+    assert (scale_bits + (np.arange(16) << 48)).view(np.float64).tolist() == powers
 
 
 @pytest.mark.parametrize("op", ["tanh", "exp", "logistic"])
 def test_f32_wide_vectors_and_nans(op: str) -> None:
-    """At 64 lanes (the CPU's vectors) the f32 tanh and exp (and logistic, through exp) read their tables with one
-    masked gather and compute what their scalar forms compute; NaNs of every sign and payload (whose table index
-    comes from garbage bits, or none of them) give NaN."""
+    """At 64 lanes (the CPU's vectors) the f32 tanh reads its table with one masked gather, the f32 exp (and
+    logistic, through exp) its 16 entries with 8 two-register permutes on AVX-512 hosts (else one gather), and
+    they compute what their scalar forms compute; NaNs of every sign and payload (whose table index comes from
+    garbage bits, or none of them) give NaN."""
     dtype = np.dtype(np.float32)
     nans = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FFFFFFF, 0xFFFFFFFF, 0x7FA12345],
                     np.uint32).view(np.float32)
@@ -256,7 +267,10 @@ def test_f32_wide_vectors_and_nans(op: str) -> None:
     got = wide(args)
     assert got.tobytes() == compiled(op, dtype, 1)(args).tobytes()
     assert np.isnan(got[-nans.size:]).all()
-    assert len(re.findall(r"call <64 x double> @llvm\.masked\.gather\.v64f64", wide.optimized_ir)) == 1
+    gathers = len(re.findall(r"call <64 x double> @llvm\.masked\.gather\.v64f64", wide.optimized_ir))
+    permutes = len(re.findall(r"call <8 x double> @llvm\.x86\.avx512\.vpermi2var\.pd\.512", wide.optimized_ir))
+    avx512 = "+avx512f" in llvm.get_host_cpu_features().flatten().split(",")
+    assert (gathers, permutes) == ((0, 8) if op != "tanh" and avx512 else (1, 0))
 
 
 def test_vector_function_name_and_type() -> None:

@@ -7,8 +7,9 @@ names (`MATH_OPS`), plus `logistic` (1 / (1 + e^-x)) and `rsqrt`.
 Every function is straight-line code: no branches (all cases are computed and chosen with `select`), no calls but
 LLVM intrinsics that lower to instructions (fma, fmuladd, fabs, floor, roundeven, sqrt, copysign); the only memory
 accesses are constant tables, for sin/cos/tan of huge arguments and for the f32 tanh and exp (read with a masked
-gather in the vector forms: a load per lane would be hundreds of instructions at 64 lanes). After inlining into a
-loop, LLVM's loop vectorizer widens the scalar forms (<8 x double> on AVX-512).
+gather in the vector forms: a load per lane would be hundreds of instructions at 64 lanes; exp's 16 entries are
+held in two registers instead on AVX-512 hosts, read with permutes). After inlining into a loop, LLVM's loop
+vectorizer widens the scalar forms (<8 x double> on AVX-512).
 
 f32 arguments (and f16/bf16, extended to f32 first) are computed in f64 and rounded once, with a relative error
 of ~1e-16 (far below the 2^-45 at which the single rounding would often differ from the f64 result's): the results
@@ -16,7 +17,7 @@ are numpy's f64 result rounded to f32 (the interpreter's oracle) except for a fe
 f64 value lies within ~1e-16 of a rounding boundary. This matters beyond 1 ulp: in gelu, 1 + tanh cancels, so an
 f32 tanh 1 ulp off becomes tens of ulps. Most ops use their f64 kernel; erf has its own rational approximation,
 tanh (on gelu's critical path) a table of tanh(j/512) and a short series, without the division that bounded a
-rational's throughput, exp (and logistic, through it) a table of 2^(j/256) and a 5-term polynomial, log no
+rational's throughput, exp (and logistic, through it) a table of 2^(j/16) and a degree-6 polynomial, log no
 subnormal scaling, cbrt no final Newton step. f64 uses fdlibm-style algorithms (Cody-Waite and Payne-Hanek
 reductions, minimax polynomials) with double-double arithmetic (2Sum, fma products) where a rounding would cost an
 ulp. f64 logistic is XLA's 1 / (1 + e^-x) rounded as the interpreter rounds it (see `logistic64`). The kernels live
@@ -51,7 +52,8 @@ roundings, like the interpreter's; logistic rounds like the interpreter's formul
 
 Throughput (a loop over 12.5M f32 values, measured on a shared, busy 2-core machine, so only ratios mean much):
 the f32 tanh (table and series) takes 0.8x the time of the 1e-16 rational it replaced on 16K values (0.9x on
-12.5M), the f32 exp (table and polynomial) 0.85x the time of the f64 kernel's reduction and polynomial, the 1e-16
+12.5M), the f32 exp (table and polynomial) 0.55x the time of the f64 kernel's reduction and polynomial (vector
+forms on 16K values; 0.6x with its former 256-entry gathered table), the 1e-16
 erf about 1.3x its former 1e-10 rational; the ops now on their f64 kernels
 (sin/cos/tan, pow, the inverse and hyperbolic functions, exp2, expm1, log1p, erfc) are 1.3-3x slower than their
 former f32-only approximations. gelu stays faster than XLA:CPU (benchmarks/loop_fusion_vs_xla.py).

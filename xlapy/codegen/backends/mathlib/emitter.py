@@ -7,6 +7,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import llvmlite.binding as llvm
 from llvmlite import ir
 
 F64 = ir.DoubleType()
@@ -250,6 +251,49 @@ def constant_table(e: Emitter, name: str, values: Callable[[], list[float]]) -> 
     table.linkage = "internal"
     table.initializer = ir.FormattedConstant(array, text)
     return table
+
+
+# The size of a table `register_table` reads: two AVX-512 registers of doubles.
+REGISTER_TABLE_SIZE = 16
+
+
+def register_table(e: Emitter, name: str, values: Callable[[], list[float]], index: ir.Value) -> ir.Value:
+    """``values()[index mod 16]`` for a constant table of REGISTER_TABLE_SIZE doubles and an i64 index (its low 4
+    bits). Vector forms of 8, 16, 32, ... lanes on an AVX-512 host (the JIT's target) keep the table in two
+    registers and pick each 8 lanes' entries with one two-table permute (vpermi2pd), without the memory accesses
+    of a gather; the other forms read the constant table `name` (the same doubles, so that every form computes the
+    same bits)."""
+    table = values()
+    assert len(table) == REGISTER_TABLE_SIZE, (name, len(table))
+    if e.lanes is None or e.lanes < 8 or e.lanes & (e.lanes - 1) or not _host_has_avx512():
+        return e.gather(constant_table(e, name, values), e.iand(index, REGISTER_TABLE_SIZE - 1))
+    v8f64, v8i64 = ir.VectorType(F64, 8), ir.VectorType(I64, 8)
+    permute_name = "llvm.x86.avx512.vpermi2var.pd.512"  # (entries 0-7, index, entries 8-15)
+    permute = e.module.globals.get(permute_name)
+    if permute is None:
+        permute = ir.Function(e.module, ir.FunctionType(v8f64, [v8f64, v8i64, v8f64]), permute_name)
+    low, high = (ir.Constant(v8f64, [ir.Constant(F64, v) for v in half]) for half in (table[:8], table[8:]))
+    pieces = [e.b.call(permute, [low, _lanes(e.b, index, first, 8), high]) for first in range(0, e.lanes, 8)]
+    while len(pieces) > 1:  # concatenated pairwise
+        pieces = [_concatenate(e.b, pieces[k], pieces[k + 1]) for k in range(0, len(pieces), 2)]
+    return pieces[0]
+
+
+def _lanes(b: ir.IRBuilder, vector: ir.Value, first: int, count: int) -> ir.Value:
+    if first == 0 and count == vector.type.count:
+        return vector
+    mask = ir.Constant(ir.VectorType(ir.IntType(32), count), list(range(first, first + count)))
+    return b.shuffle_vector(vector, ir.Constant(vector.type, ir.Undefined), mask)
+
+
+def _concatenate(b: ir.IRBuilder, low: ir.Value, high: ir.Value) -> ir.Value:
+    count = low.type.count + high.type.count
+    return b.shuffle_vector(low, high, ir.Constant(ir.VectorType(ir.IntType(32), count), list(range(count))))
+
+
+@functools.cache
+def _host_has_avx512() -> bool:
+    return "+avx512f" in llvm.get_host_cpu_features().flatten().split(",")
 
 
 @functools.cache
