@@ -10,7 +10,7 @@ from xlapy.codegen.passes.unroll_loops import UnrollLoopsPass
 from xlapy.codegen.pipeline import CPU_MAX_UNROLLED_COST, PIPELINE, device_passes, target_passes
 from xlapy.errors import UnimplementedError, XlapyError
 
-CPU_ONLY = ["lower-complex", "vectorize-lanes", "nontemporal-stores"]
+CPU_ONLY = ["lower-complex", "vectorize-lanes", "nontemporal-stores", "prefetch-loads"]
 
 
 def _names(target: str) -> list[str]:
@@ -26,8 +26,8 @@ def test_cpu_steps_are_inserted_into_the_gpu_order() -> None:
     assert cpu.index("lower-complex") < cpu.index("canonicalize")
     assert cpu.index("lower-apply-indexing") < cpu.index("canonicalize") < cpu.index("vectorize-lanes")
     assert cpu.index("vectorize-lanes") == cpu.index("lower-tensors") - 1
-    # nontemporal-stores marks LLVM stores: after lower-tensors.
-    assert cpu[-2:] == ["lower-tensors", "nontemporal-stores"]
+    # nontemporal-stores marks LLVM stores and prefetch-loads prefetches ahead of LLVM loads: after lower-tensors.
+    assert cpu[-3:] == ["lower-tensors", "nontemporal-stores", "prefetch-loads"]
     assert len(PIPELINE) == len(cpu)
 
 

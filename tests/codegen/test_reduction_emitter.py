@@ -280,22 +280,53 @@ def test_argmax_and_argmin_rows_are_the_interpreters_bit_for_bit(element_type: s
         assert value.tobytes() == expected_value.tobytes(), f"seed {seed}"
 
 
+# Rows of 8 and 12 vectors of 64 bytes take two vectors of (value, index) states (one for 8-bit values: 64 lanes at
+# most), halved from 2V lanes; 12 vectors make a chunk count that is not a power of two.
+@pytest.mark.parametrize("element_type", ["f32", "f64", "bf16", "f16", "s32", "u8"])
+@pytest.mark.parametrize("which", ["argmax", "argmin"])
+@pytest.mark.parametrize("vectors", [8, 12])
+def test_argmax_and_argmin_rows_of_two_vectors_are_the_interpreters_bit_for_bit(element_type: str, which: str,
+                                                                                 vectors: int):
+    vector_lanes = 64 // ELEMENT_TYPES[element_type].byte_width
+    n, rows = vectors * vector_lanes, 24
+    lanes = min(2 * vector_lanes, max(64, vector_lanes))
+    text = _arg_module(element_type, which, rows, n)
+    module = xlapy.parse_hlo(text)
+    emitted, _ = emit_reduction_fusion(only_fusion(module), WIDE_HOST)
+    assert f"-> (vector<{lanes}x" in print_mlir(emitted)
+    executable = xlapy.compile(xlapy.parse_hlo(text), run_hlo_passes=False)
+    for seed in (0, 1):
+        x = _rows_with_ties(element_type, rows, n, seed)
+        (value, index), (expected_value, expected_index) = executable(x), xlapy.evaluate(module, x)
+        assert index.tobytes() == expected_index.tobytes(), f"seed {seed}"
+        assert value.tobytes() == expected_value.tobytes(), f"seed {seed}"
+
+
 def test_argmax_rows_become_vector_code(tmp_path):
     """After ``vectorize-lanes``, the chunk loop of ``argmax_rows.hlo`` carries (value, index, last index) vectors
-    and its body is vector code: one read of 16 values, the reducer's compares and selects on whole vectors."""
+    and its body is vector code: one read of 32 values, the reducer's compares and selects on whole vectors; the
+    halving is vector code too, on 16, 8, 4 and 2 lanes, and only the last two lanes are read one by one."""
     fusion = only_fusion(xlapy.parse_hlo((DATA / "argmax_rows.hlo").read_text()))
     lower_fusion(fusion, WIDE_HOST, Dumper.create(tmp_path, "vectorize-lanes"))
     (dump,) = tmp_path.glob("*.vectorize-lanes.mlir")
     checks = """
-// CHECK:      scf.for {{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xi32>, vector<16xi32>)
-// CHECK:        vector.transfer_read {{.*}} vector<16xf32>
-// CHECK:        arith.cmpf ogt, {{.*}} : vector<16xf32>
-// CHECK:        arith.cmpf une, {{.*}} : vector<16xf32>
-// CHECK:        arith.select {{.*}} : vector<16xi1>, vector<16xf32>
-// CHECK:        arith.select {{.*}} : vector<16xi1>, vector<16xi32>
-// CHECK:        scf.yield {{.*}} : vector<16xf32>, vector<16xi32>, vector<16xi32>
+// CHECK:      scf.for {{.*}} iter_args({{.*}}) -> (vector<32xf32>, vector<32xi32>, vector<32xi32>)
+// CHECK:        vector.transfer_read {{.*}} vector<32xf32>
+// CHECK:        arith.cmpf ogt, {{.*}} : vector<32xf32>
+// CHECK:        arith.cmpf une, {{.*}} : vector<32xf32>
+// CHECK:        arith.select {{.*}} : vector<32xi1>, vector<32xf32>
+// CHECK:        arith.select {{.*}} : vector<32xi1>, vector<32xi32>
+// CHECK:        scf.yield {{.*}} : vector<32xf32>, vector<32xi32>, vector<32xi32>
 // CHECK-NOT:  scf.for
-// CHECK:      vector.extract {{.*}}[15] : i32 from vector<16xi32>
+// CHECK:      vector.shuffle {{.*}} [16, 17, {{.*}}, 31] : vector<32xi32>, vector<32xi32>
+// CHECK-NOT:  vector.extract
+// CHECK:      arith.cmpi ult, {{.*}} : vector<16xi32>
+// CHECK:      arith.cmpf ogt, {{.*}} : vector<16xf32>
+// CHECK:      arith.cmpi ult, {{.*}} : vector<8xi32>
+// CHECK:      arith.cmpi ult, {{.*}} : vector<4xi32>
+// CHECK:      arith.cmpi ult, {{.*}} : vector<2xi32>
+// CHECK:      vector.extract {{.*}}[1] : i32 from vector<2xi32>
+// CHECK-NOT:  vector.extract {{.*}}[2]
 """
     filecheck(dump.read_text(), checks, tmp_path)
 

@@ -1,7 +1,7 @@
-"""The upstream MLIR dialects of codegen's IR (``arith``, ``math``, ``gpu``) as xlapy defines them: xDSL's, except
-where xDSL 0.74 lacks an op or declares it narrower than MLIR. Those ops are xlapy's own classes with MLIR's names,
-collected in xlapy's ``Dialect`` objects (``ARITH``, ``MATH``, ``GPU``) that ``mlir_text.make_context`` loads;
-xDSL's classes are never modified.
+"""The upstream MLIR dialects of codegen's IR (``arith``, ``math``, ``gpu``, ``llvm``) as xlapy defines them: xDSL's,
+except where xDSL 0.74 lacks an op or declares it narrower than MLIR. Those ops are xlapy's own classes with MLIR's
+names, collected in xlapy's ``Dialect`` objects (``ARITH``, ``MATH``, ``GPU``, ``LLVM``) that
+``mlir_text.make_context`` loads; xDSL's classes are never modified.
 
 - ``arith.cmpf``, ``arith.cmpi``, ``arith.select`` and the integer casts (``extsi``, ``extui``, ``trunci``,
   ``fptosi``, ``fptoui``, ``sitofp``, ``uitofp``, ``index_cast``): xDSL declares them on scalars only; MLIR's
@@ -12,6 +12,8 @@ xDSL's classes are never modified.
   again, each accepting a scalar or a vector of it.
 - ``arith.remf`` (C's ``fmod``), which xDSL lacks, and ``math.logistic`` (1 / (1 + e^-x) as one op), an xlapy
   extension that the CPU backend lowers to its math library.
+- ``llvm.intr.prefetch`` (LLVM's ``llvm.prefetch``, as MLIR's LLVM dialect defines it), which xDSL lacks: the
+  CPU's ``prefetch-loads`` makes it.
 - ``gpu.thread_id``/``gpu.block_id`` with MLIR's short syntax (``xlapy.codegen.dialect``).
 """
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
-from xdsl.dialects import arith, gpu, math
+from xdsl.dialects import arith, gpu, llvm, math
 from xdsl.dialects.arith import FastMathFlagsAttr
 from xdsl.dialects.builtin import AnyFloatConstr, IndexType, IntegerAttr, IntegerType, VectorType
 from xdsl.ir import Attribute, Dialect, Operation, SSAValue
@@ -300,6 +302,24 @@ class LogisticOp(math.FloatingPointLikeUnaryMathOperation):
     traits = traits_def(Pure())
 
 
+@irdl_op_definition
+class PrefetchOp(IRDLOperation):
+    """``llvm.intr.prefetch``: a hint that the cache line at ``addr`` will be read (``rw`` 0) or written (1) soon,
+    with temporal locality ``hint`` from 0 (none) to 3 (keep it in every cache level), of the data (``cache`` 1)
+    or the instruction cache (0). It never faults and changes nothing the program computes."""
+
+    name = "llvm.intr.prefetch"
+    addr = operand_def(llvm.LLVMPointerType)
+    cache = prop_def(IntegerAttr[IntegerType])
+    hint = prop_def(IntegerAttr[IntegerType])
+    rw = prop_def(IntegerAttr[IntegerType])
+
+    def __init__(self, addr: SSAValue, rw: int = 0, hint: int = 3, cache: int = 1):
+        # In MLIR's order of the properties (by name), as its printer writes them.
+        super().__init__(operands=[addr], properties={
+            "cache": IntegerAttr(cache, 32), "hint": IntegerAttr(hint, 32), "rw": IntegerAttr(rw, 32)})
+
+
 # --- the dialects ---
 
 _VECTOR_FORMS: dict[type[Operation], type[Operation]] = {
@@ -322,6 +342,7 @@ ARITH = Dialect(
     [arith.ArithConstantMaterializationInterface()],
 )
 MATH = Dialect("math", [*math.Math.operations, LogisticOp], list(math.Math.attributes))
+LLVM = Dialect("llvm", [*llvm.LLVM.operations, PrefetchOp], list(llvm.LLVM.attributes))
 GPU = Dialect("gpu", [_REPLACED_GPU_OPS.get(op, op) for op in gpu.GPU.operations], list(gpu.GPU.attributes))
 
 

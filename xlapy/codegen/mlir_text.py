@@ -23,7 +23,6 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import Builtin, ModuleOp
 from xdsl.dialects.complex import Complex
 from xdsl.dialects.func import Func
-from xdsl.dialects.llvm import LLVM
 from xdsl.dialects.scf import Scf
 from xdsl.dialects.tensor import Tensor
 from xdsl.dialects.vector import Vector
@@ -34,7 +33,7 @@ from xdsl.utils.exceptions import ParseError as XdslParseError
 from xdsl.utils.exceptions import VerifyException
 
 from xlapy.codegen.dialect import XLA, IndexingMapAttr, print_id_op
-from xlapy.codegen.mlir_dialects import ARITH, GPU, MATH, has_replaced_gpu_syntax
+from xlapy.codegen.mlir_dialects import ARITH, GPU, LLVM, MATH, has_replaced_gpu_syntax
 from xlapy.errors import ParseError, VerifyError
 
 

@@ -46,6 +46,7 @@ from xlapy.codegen.passes.lower_complex import LowerComplexPass
 from xlapy.codegen.passes.lower_loops_to_scf import LowerLoopsToScfPass
 from xlapy.codegen.passes.lower_tensors import LowerTensorsPass
 from xlapy.codegen.passes.nontemporal_stores import NontemporalStoresPass
+from xlapy.codegen.passes.prefetch_loads import PrefetchLoadsPass
 from xlapy.codegen.passes.simplify_arith import SimplifyArithPass
 from xlapy.codegen.passes.unroll_loops import UnrollLoopsPass
 from xlapy.codegen.passes.vectorize_lanes import VectorizeLanesPass, lanes_vectorizable, remaining_lanes
@@ -81,7 +82,8 @@ class PassStep:
 # unrolls only the lane loops that do not vectorize, lowers complex arithmetic to its parts (before
 # ``canonicalize``, which would fold complex ops in Python), and turns the lanes into vector ops once the index
 # arithmetic is lowered and simplified (before ``lower-tensors``), and writes large outputs it never reads with
-# streaming stores (``nontemporal-stores``, once stores are LLVM stores).
+# streaming stores (``nontemporal-stores``, once stores are LLVM stores), and prefetches ahead of the loads of the
+# loops that ask for it (``prefetch-loads``).
 PIPELINE: tuple[PassStep, ...] = (
     PassStep(InlinePass),
     PassStep(LowerLoopsToScfPass),
@@ -97,6 +99,7 @@ PIPELINE: tuple[PassStep, ...] = (
     PassStep(VectorizeLanesPass, targets=frozenset({"cpu"})),
     PassStep(LowerTensorsPass),
     PassStep(NontemporalStoresPass, targets=frozenset({"cpu"})),
+    PassStep(PrefetchLoadsPass, targets=frozenset({"cpu"})),
 )
 
 

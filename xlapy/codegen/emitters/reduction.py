@@ -66,10 +66,11 @@ SIMD width). The order, per output element (``xlapy/codegen/elemental_reduce.py`
   Numerical Algorithms, 4.2; ``gamma(k) = k*u / (1 - k*u)``), and within that plus ``gamma(n) * sum|x|`` of the
   interpreter's, which is what ``tests/codegen/test_reduction_emitter.py`` checks.
 - ``row`` with an argmax or argmin reducer of the row and its positions (jax's ``jnp.argmax`` / ``jnp.argmin``),
-  rows of a whole number, at least 4, of vectors of ``V`` values: per-lane (value, index) accumulators in one
-  vector (the fold is bound by the throughput of its compares, not their latency), lane ``k`` folding elements
-  ``k, k + V, ...``, then a halving whose two operands are ordered by index. ``elemental_reduce.py`` proves that
-  this is bit for bit the sequential fold for every input, NaNs, infinities and signed zeros included.
+  rows of a whole number, at least 4, of vectors of ``V`` values: per-lane (value, index) accumulators in ``L``
+  lanes (two vectors of ``V`` when the row allows: two independent chains of compares), lane ``k`` folding
+  elements ``k, k + L, ...``, then a halving whose two operands are ordered by index, in vector code; the fold's
+  loop prefetches 8 KiB ahead of its reads (``prefetch-loads``). ``elemental_reduce.py`` proves that this is bit
+  for bit the sequential fold for every input, NaNs, infinities and signed zeros included.
 - every other reduction (columns, short rows, other variadic reducers, reducers of several ops): the
   elemental order, ``acc = init``, then the reduced elements in row-major order (bit for bit the interpreter's).
 

@@ -1,0 +1,146 @@
+"""Software prefetches (`prefetch-loads`): which loads of which loops get them (the vector loads of loops marked
+``xla.prefetch_bytes``, one prefetch per cache line, the mark removed; no scalar load, no unmarked loop); the op's
+text (MLIR's ``llvm.intr.prefetch``), the LLVM IR and machine code it becomes; kernels reading to the end of their
+buffers, prefetching past it, compute what they computed without; and which emitter asks for them (the argmax and
+argmin rows' fold, not the row sums)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from llvmlite import binding as llvm
+
+import xlapy
+from tests.codegen.emitter_cases import only_fusion
+from tests.codegen.filecheck import filecheck
+from xlapy.codegen.backends.cpu import CpuKernel, translate_module
+from xlapy.codegen.launch import Device
+from xlapy.codegen.mlir_text import parse_mlir, print_mlir
+from xlapy.codegen.passes.lower_tensors import LowerTensorsPass
+from xlapy.codegen.passes.prefetch_loads import PREFETCH_ATTR, PrefetchLoadsPass
+from xlapy.codegen.pipeline import lower_fusion, target_passes
+
+X86 = llvm.get_process_triple().startswith("x86_64")
+DATA = Path(__file__).parent / "data" / "reduction"
+
+# Sums of the 128 rows of 32 floats of %in (a marked loop reading two cache lines a step, and a scalar), then of
+# its first 16 rows (an unmarked loop).
+_SUMS = """
+func.func @main(%in: tensor<4096xf32>, %out: tensor<48xf32>) -> tensor<48xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %c32 = arith.constant 32 : index
+  %c128 = arith.constant 128 : index
+  %pad = arith.constant 0.0 : f32
+  %zero = arith.constant dense<0.0> : vector<32xf32>
+  %zero16 = arith.constant dense<0.0> : vector<16xf32>
+  %th = gpu.thread_id x {xla.range = [0 : index, 0 : index]}
+  %bl = gpu.block_id x {xla.range = [0 : index, 0 : index]}
+  %rows, %firsts = scf.for %i = %c0 to %c128 step %c1 iter_args(%acc = %zero, %first = %pad) -> (vector<32xf32>, f32) {
+    %at = arith.muli %i, %c32 : index
+    %v = vector.transfer_read %in[%at], %pad {in_bounds = [true]} : tensor<4096xf32>, vector<32xf32>
+    %s = arith.addf %acc, %v : vector<32xf32>
+    %x = tensor.extract %in[%at] : tensor<4096xf32>
+    %f = arith.addf %first, %x : f32
+    scf.yield %s, %f : vector<32xf32>, f32
+  } {xla.prefetch_bytes = 8192 : i64}
+  %some = scf.for %j = %c0 to %c16 step %c1 iter_args(%acc = %zero16) -> (vector<16xf32>) {
+    %at = arith.muli %j, %c32 : index
+    %v = vector.transfer_read %in[%at], %pad {in_bounds = [true]} : tensor<4096xf32>, vector<16xf32>
+    %s = arith.addf %acc, %v : vector<16xf32>
+    scf.yield %s : vector<16xf32>
+  }
+  %w = vector.transfer_write %rows, %out[%c0] {in_bounds = [true]} : vector<32xf32>, tensor<48xf32>
+  %w2 = vector.transfer_write %some, %w[%c32] {in_bounds = [true]} : vector<16xf32>, tensor<48xf32>
+  %w3 = tensor.insert %firsts into %w2[%c0] : tensor<48xf32>
+  return %w3 : tensor<48xf32>
+}
+"""
+
+PREFETCHED = """
+CHECK:      scf.for
+CHECK:        %[[AT:.*]] = llvm.getelementptr inbounds %in[%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+CHECK-NEXT:   %[[LINE0:.*]] = llvm.getelementptr %[[AT]][8192] : (!llvm.ptr) -> !llvm.ptr, i8
+CHECK-NEXT:   "llvm.intr.prefetch"(%[[LINE0]]) <{cache = 1 : i32, hint = 3 : i32, rw = 0 : i32}> : (!llvm.ptr) -> ()
+CHECK-NEXT:   %[[LINE1:.*]] = llvm.getelementptr %[[AT]][8256] : (!llvm.ptr) -> !llvm.ptr, i8
+CHECK-NEXT:   "llvm.intr.prefetch"(%[[LINE1]]) <{cache = 1 : i32, hint = 3 : i32, rw = 0 : i32}> : (!llvm.ptr) -> ()
+CHECK-NEXT:   llvm.load %[[AT]] {{.*}} : !llvm.ptr -> vector<32xf32>
+CHECK-NOT:    llvm.intr.prefetch
+CHECK:        llvm.load {{.*}} : !llvm.ptr -> f32
+CHECK-NOT:    llvm.intr.prefetch
+CHECK:      }
+CHECK-NOT:  xla.prefetch_bytes
+CHECK:      scf.for
+CHECK-NOT:    llvm.intr.prefetch
+CHECK:        llvm.load {{.*}} : !llvm.ptr -> vector<16xf32>
+CHECK-NOT:  llvm.intr.prefetch
+"""
+
+
+def _lowered(text: str):
+    module = parse_mlir(text)
+    LowerTensorsPass().apply(None, module)  # type: ignore[arg-type]
+    PrefetchLoadsPass().apply(None, module)  # type: ignore[arg-type]
+    return module
+
+
+def test_vector_loads_of_marked_loops_prefetch_each_line_ahead(tmp_path: Path) -> None:
+    filecheck(print_mlir(_lowered(_SUMS)), PREFETCHED, tmp_path)
+
+
+def test_the_prefetch_is_mlirs_op() -> None:
+    op = '"llvm.intr.prefetch"(%p) <{cache = 1 : i32, hint = 3 : i32, rw = 0 : i32}> : (!llvm.ptr) -> ()'
+    printed = print_mlir(parse_mlir(f"func.func @f(%p: !llvm.ptr) {{\n  {op}\n  func.return\n}}"))
+    assert op in printed.splitlines()[2]
+
+
+def test_prefetches_in_llvm_ir_and_machine_code_change_no_result(tmp_path: Path) -> None:
+    module = _lowered(_SUMS)
+    llvm_ir = str(translate_module(module)[0])
+    checks = """
+CHECK: call void @"llvm.prefetch.p0"(ptr %{{.*}}, i32 0, i32 3, i32 1)
+CHECK: call void @"llvm.prefetch.p0"(ptr %{{.*}}, i32 0, i32 3, i32 1)
+CHECK-NOT: call void @"llvm.prefetch
+"""
+    filecheck(llvm_ir, checks, tmp_path)
+    kernel = CpuKernel.from_llvm_ir(llvm_ir)
+    if X86:
+        assert len(re.findall(r"^\s+prefetcht0\s", kernel.asm, re.M)) >= 2
+    # The loop reads to the end of its buffer and prefetches up to 8 KiB past it: small integers, exact sums.
+    x = (np.arange(4096) % 7 - 3).astype(np.float32)
+    out = np.zeros(48, np.float32)
+    kernel([x, out])
+    rows = x.reshape(128, 32)
+    np.testing.assert_array_equal(out[1:32], rows.sum(0)[1:])
+    np.testing.assert_array_equal(out[0], rows[:, 0].sum())
+    np.testing.assert_array_equal(out[32:], rows[:16, :16].sum(0))
+
+
+def test_only_the_cpu_prefetches() -> None:
+    assert "prefetch-loads" in [p.name for p in target_passes("cpu")]
+    assert "prefetch-loads" not in [p.name for p in target_passes("gpu")]
+
+
+def _prefetches(hlo: str) -> tuple[int, str]:
+    module = lower_fusion(only_fusion(xlapy.parse_hlo(hlo)), Device.host()).module
+    text = print_mlir(module)
+    return text.count('"llvm.intr.prefetch"'), text
+
+
+@pytest.mark.parametrize("name", ["argmax_rows.hlo", "argmin_rows_u8.hlo"])
+def test_arg_row_folds_prefetch_every_line_they_read(name: str) -> None:
+    count, text = _prefetches((DATA / name).read_text())
+    assert PREFETCH_ATTR not in text
+    loads = re.findall(r"llvm\.load .* -> vector<(\d+)x(f32|i8)>", text)
+    lines = sum(int(lanes) * {"f32": 4, "i8": 1}[kind] // 64 for lanes, kind in loads)
+    assert loads and count == lines
+
+
+def test_row_sums_do_not_prefetch() -> None:
+    # Their loops spend few instructions per vector: the out-of-order window covers the memory's latency.
+    count, _ = _prefetches((DATA / "row_sum.hlo").read_text())
+    assert count == 0
