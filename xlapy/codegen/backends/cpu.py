@@ -109,6 +109,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
+from xlapy.codegen.backends.mathlib.emitter import concatenate_vectors, vector_lanes
 from xlapy.codegen.backends.object_check import check_object, host_machine
 from xlapy.errors import UnimplementedError, VerifyError
 from xlapy.registry import registrar
@@ -545,18 +546,12 @@ class _Translator:
         if not (count % 16 == 0 and pieces & (pieces - 1) == 0 and _host_has_feature("avx512dq")):
             return self.intrinsic("llvm.is.fpclass", _like(value.type, ir.IntType(1)),
                                   [value, _constant(I32, _FP_CLASS_SUBNORMAL_OR_NAN)], mangle=[value.type])
-        b = self.b
-        masks = []
-        for first in range(0, count, 16):  # one zmm register at a time
-            lanes = ir.Constant(ir.VectorType(I32, 16), list(range(first, first + 16)))
-            part = value if count == 16 else b.shuffle_vector(value, ir.Constant(value.type, None), lanes)
-            masks.append(self.intrinsic("llvm.x86.avx512.fpclass.ps.512", ir.VectorType(ir.IntType(1), 16),
-                                        [part, _constant(I32, _X86_CLASS_SUBNORMAL_OR_NAN)], mangle=[]))
+        masks = [self.intrinsic("llvm.x86.avx512.fpclass.ps.512", ir.VectorType(ir.IntType(1), 16),
+                                [vector_lanes(self.b, value, first, 16), _constant(I32, _X86_CLASS_SUBNORMAL_OR_NAN)],
+                                mangle=[])
+                 for first in range(0, count, 16)]  # one zmm register at a time
         while len(masks) > 1:  # concatenated pairwise
-            pairs = zip(masks[0::2], masks[1::2])
-            masks = [b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, 2 * low.type.count),
-                                                             list(range(2 * low.type.count))))
-                     for low, high in pairs]
+            masks = [concatenate_vectors(self.b, low, high) for low, high in zip(masks[0::2], masks[1::2])]
         return masks[0]
 
     def _bf16_rounded_bits(self, value: ir.Value) -> ir.Value:

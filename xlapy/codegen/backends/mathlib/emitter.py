@@ -273,20 +273,22 @@ def register_table(e: Emitter, name: str, values: Callable[[], list[float]], ind
     if permute is None:
         permute = ir.Function(e.module, ir.FunctionType(v8f64, [v8f64, v8i64, v8f64]), permute_name)
     low, high = (ir.Constant(v8f64, [ir.Constant(F64, v) for v in half]) for half in (table[:8], table[8:]))
-    pieces = [e.b.call(permute, [low, _lanes(e.b, index, first, 8), high]) for first in range(0, e.lanes, 8)]
+    pieces = [e.b.call(permute, [low, vector_lanes(e.b, index, first, 8), high]) for first in range(0, e.lanes, 8)]
     while len(pieces) > 1:  # concatenated pairwise
-        pieces = [_concatenate(e.b, pieces[k], pieces[k + 1]) for k in range(0, len(pieces), 2)]
+        pieces = [concatenate_vectors(e.b, pieces[k], pieces[k + 1]) for k in range(0, len(pieces), 2)]
     return pieces[0]
 
 
-def _lanes(b: ir.IRBuilder, vector: ir.Value, first: int, count: int) -> ir.Value:
+def vector_lanes(b: ir.IRBuilder, vector: ir.Value, first: int, count: int) -> ir.Value:
+    """Lanes ``first``, ..., ``first + count - 1`` of ``vector``, as a vector."""
     if first == 0 and count == vector.type.count:
         return vector
     mask = ir.Constant(ir.VectorType(ir.IntType(32), count), list(range(first, first + count)))
     return b.shuffle_vector(vector, ir.Constant(vector.type, ir.Undefined), mask)
 
 
-def _concatenate(b: ir.IRBuilder, low: ir.Value, high: ir.Value) -> ir.Value:
+def concatenate_vectors(b: ir.IRBuilder, low: ir.Value, high: ir.Value) -> ir.Value:
+    """The lanes of ``low`` then those of ``high``, as one vector."""
     count = low.type.count + high.type.count
     return b.shuffle_vector(low, high, ir.Constant(ir.VectorType(ir.IntType(32), count), list(range(count))))
 
