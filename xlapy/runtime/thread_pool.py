@@ -1,7 +1,9 @@
 """Blocks of a kernel spread over all cores.
 
-A kernel is called once per contiguous range of blocks; ctypes releases the
-GIL during the call, so the ranges run in parallel on the pool's threads.
+Kernels' launches go to the native pool (``runtime/native_pool.py``: workers in generated code that claim
+chunks of blocks, dispatch in about a microsecond) where the host has it. Other callables ``call(begin, end)``
+(and kernels on other hosts) run once per contiguous range of blocks on a ``ThreadPoolExecutor``; ctypes
+releases the GIL during a kernel's call, so the ranges run in parallel on the pool's threads.
 """
 
 from __future__ import annotations
@@ -12,12 +14,23 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from xlapy.runtime import native_pool
+
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 
-# Below this many elements a kernel runs on the calling thread: handing work
-# to the pool costs more than it saves.
+# Below this many elements a callable runs on the calling thread: handing work to Python threads (tens of
+# microseconds) costs more than it saves.
 SERIAL_ELEMENTS = 1 << 15
+# The same for a kernel on the native pool. Its hand-off costs about a microsecond, so the limit is no longer the
+# dispatch but the other core: when it is free, two threads pay from 4,096 elements for a transcendental (tanh
+# 1.1x to 1.6x from 2^12 to 2^14), from 2^16 to 2^17 for an add whose operands are in the caller's cache (the
+# other core fetches its half from there); when other processes share the cores, a worker pre-empted in the
+# middle of a chunk makes the launch wait, and a loop of small launches loses (a 64-step scan of 16,384-element
+# tanh kernels: 1.7 ms against 1.6 ms serially, 3.2 ms against 2.7 ms on average).
+NATIVE_SERIAL_ELEMENTS = 1 << 15
+# The fewest elements in a chunk of blocks the native pool's threads claim at a time.
+MIN_CHUNK_ELEMENTS = 1 << 12
 
 
 @functools.cache
@@ -30,26 +43,38 @@ def _executor() -> ThreadPoolExecutor:
     global _pool
     with _lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=worker_count(), thread_name_prefix="xlapy-kernel")
+            _pool = ThreadPoolExecutor(max_workers=worker_count(), thread_name_prefix="xlapy-call")
         return _pool
 
 
-def runs_serially(blocks: int, elements: int) -> bool:
-    """Whether a kernel of ``blocks`` blocks over ``elements`` elements runs on the calling thread alone."""
-    return worker_count() == 1 or blocks <= 1 or elements < SERIAL_ELEMENTS
+def runs_serially(blocks: int, elements: int, native: bool = False) -> bool:
+    """Whether ``blocks`` blocks over ``elements`` elements run on the calling thread alone: for a kernel's launch
+    (``native``, a launch made by ``CpuKernel.bind``) when the native pool would take it, else for a callable."""
+    threshold = NATIVE_SERIAL_ELEMENTS if native and native_pool.supported() else SERIAL_ELEMENTS
+    return worker_count() == 1 or blocks <= 1 or elements < threshold
 
 
 def run_blocks(call: Callable[[int, int], None], blocks: int, elements: int) -> None:
-    """``call(begin, end)`` over ``[0, blocks)`` split into one range per core."""
-    if runs_serially(blocks, elements):
-        call(0, blocks)
-    else:
-        block_launcher(call, blocks, elements)()
+    """``call(begin, end)`` over ``[0, blocks)`` spread over the cores."""
+    block_launcher(call, blocks, elements)()
 
 
 def block_launcher(call: Callable[[int, int], None], blocks: int, elements: int) -> Callable[[], None]:
     """``run_blocks(call, blocks, elements)`` as a callable of no arguments, with the choice between the
-    calling thread and the pool (and the split into ranges) made once."""
+    calling thread and the pools (and the split into ranges or chunks) made once. A kernel's launch (with the
+    ``native`` attribute ``CpuKernel.bind`` gives it) goes to the native pool, anything else to Python threads."""
+    native = getattr(call, "native", None)
+    if native is not None and native_pool.supported():
+        function, arguments, kernel_blocks = native
+        if not 0 < blocks <= kernel_blocks:
+            return functools.partial(call, 0, blocks)  # refused by ``call`` (or nothing to run)
+        if runs_serially(blocks, elements, native=True):
+            return native_pool.alone(function, arguments, blocks)
+        workers = worker_count()
+        # Chunks small enough to balance the threads, large enough that claiming one (a compare-and-swap on a
+        # cache line the threads share) costs little next to running it.
+        chunk = max(1, blocks // (workers * native_pool.CHUNKS_PER_THREAD), -(-MIN_CHUNK_ELEMENTS * blocks // elements))
+        return native_pool.launcher(function, arguments, blocks, chunk, workers, functools.partial(call, 0, blocks))
     if runs_serially(blocks, elements):
         return functools.partial(call, 0, blocks)
     parts = min(blocks, worker_count())

@@ -24,6 +24,7 @@ from xlapy.codegen.fusion_checks import fusion_outputs, unsupported_fused_ops
 from xlapy.errors import UnimplementedError, VerifyError
 from xlapy.hlo.ir import HloComputation, HloInstruction
 from xlapy.memory import buffer_bytes
+from xlapy.runtime import native_pool
 from xlapy.runtime.thread_pool import block_launcher, run_blocks, runs_serially
 from xlapy.runtime.thunks.base import ExecutionContext, Thunk, dtype_of
 from xlapy.runtime.thunks.registry import thunk_rule
@@ -115,19 +116,20 @@ class KernelThunk(Thunk):
         return buffers
 
     def run(self, context: ExecutionContext) -> None:
-        buffers = self.buffers(context)
-        kernel = self.kernel
-        run_blocks(lambda begin, end: kernel(buffers, begin, end), self.blocks, self.pool_work)
+        run_blocks(self.kernel.bind(self.buffers(context)), self.blocks, self.pool_work)
 
     def prepare(self, context: ExecutionContext) -> Callable[[], None]:
         """The launch over ``context``'s buffers, checked and bound to the kernel once (``CpuKernel.bind``): a
         loop iteration then only calls the kernel."""
         buffers = self.buffers(context)  # checked before the kernel is asked for anything
         work = self.pool_work
-        serial = runs_serially(self.blocks, work)
-        launch = self.kernel.bind_all_blocks(buffers) if serial else self.kernel.bind(buffers)
+        if runs_serially(self.blocks, work, native=True) and not native_pool.supported():
+            launch = self.kernel.bind_all_blocks(buffers)
+            self._follow_allocations(context, launch)
+            return launch
+        launch = self.kernel.bind(buffers)
         self._follow_allocations(context, launch)
-        return launch if serial else block_launcher(launch, self.blocks, work)
+        return block_launcher(launch, self.blocks, work)
 
     def _follow_allocations(self, context: ExecutionContext, launch: Callable) -> None:
         """Lets ``launch`` follow each of its allocations to new memory by rewriting its pointers in place
