@@ -36,7 +36,6 @@ Small and thin convolutions, and integer ones, run as generated code instead (a 
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
@@ -55,7 +54,7 @@ from xlapy.codegen.types import tensor_type
 from xlapy.errors import UnimplementedError, VerifyError
 from xlapy.hlo.attributes import WindowDimension
 from xlapy.runtime.kernel_cache import cached_kernel, host_cpu, source_hash, toolchain
-from xlapy.runtime.thread_pool import block_launcher, runs_serially, worker_count
+from xlapy.runtime.thread_pool import block_launcher
 from xlapy.runtime.thunks.base import Thunk, dtype_of
 from xlapy.runtime.thunks.dot import compute_dtype
 from xlapy.runtime.thunks.kernel import lone_op_kernel, lone_op_problems
@@ -85,8 +84,6 @@ DIRECT_MIN_OUT_FEATURES = 4
 # The thread pool runs a launch on the calling thread below a count of elements of generated loops, each about a
 # nanosecond of work; the direct kernel makes about this many multiply-adds per nanosecond on one core.
 DIRECT_MULTIPLY_ADDS_PER_ELEMENT = 64
-# The direct kernel's lines are handed to the pool's workers in this many chunks per worker, taken in turn.
-DIRECT_CHUNKS_PER_WORKER = 8
 
 _GEMMS = {np.dtype(np.float32): scipy.linalg.blas.sgemm, np.dtype(np.float64): scipy.linalg.blas.dgemm,
           np.dtype(np.complex64): scipy.linalg.blas.cgemm, np.dtype(np.complex128): scipy.linalg.blas.zgemm}
@@ -394,28 +391,6 @@ def direct_kernel(direct: DirectConvolution) -> CpuKernel:
     return cached_kernel(key, build, CpuKernel.from_object, check).kernel
 
 
-def _shared_launch(call: Callable[[int, int], None], blocks: int, elements: int) -> Callable[[], None]:
-    """``call(begin, end)`` over ``[0, blocks)`` on the thread pool in ``DIRECT_CHUNKS_PER_WORKER`` chunks per worker
-    that the workers take in turn, so that a worker slowed down (by other work on its core) takes fewer: each
-    worker of ``block_launcher``'s split runs chunks until none is left."""
-    if runs_serially(blocks, elements):
-        return functools.partial(call, 0, blocks)
-    workers = min(blocks, worker_count())
-    count = min(blocks, workers * DIRECT_CHUNKS_PER_WORKER)
-    chunks = [(blocks * i // count, blocks * (i + 1) // count) for i in range(count)]
-
-    def launch() -> None:
-        pending = iter(chunks)  # next() on a list iterator holds the GIL: each chunk goes to one worker
-
-        def work(_begin: int, _end: int) -> None:
-            for begin, end in pending:
-                call(begin, end)
-
-        block_launcher(work, workers, elements)()
-
-    return launch
-
-
 class _DirectRun:
     """The direct kernel of ``plan`` (compiled as ``kernel``) over the logical arrays ``lhs`` and ``rhs`` into the
     logical array ``out``, as a callable of no arguments: the input and the result are used in place when their
@@ -435,7 +410,9 @@ class _DirectRun:
             not np.may_share_memory(self.result, rhs)
         self.target = self.result if in_place else np.empty(self.result.shape, self.result.dtype)
         elements = self.target.size * self.w.shape[1] * plan.in_features // DIRECT_MULTIPLY_ADDS_PER_ELEMENT
-        self.launch = _shared_launch(kernel.bind([self.x, self.w, self.target]), direct.blocks, elements)
+        # Lines in chunks the threads take in turn (the native pool's claims), so a thread slowed down by other
+        # work on its core takes fewer.
+        self.launch = block_launcher(kernel.bind([self.x, self.w, self.target]), direct.blocks, elements)
 
     def __call__(self) -> None:
         if self.x is not self.lhs:
