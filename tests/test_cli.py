@@ -90,7 +90,7 @@ def test_svg(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("f32[3,5]{1,0:T(2,2)}")
 
 
-@pytest.mark.parametrize(("text", "where"), [
+BAD_SHAPES = [
     ("f32[3,5]{1,0:T(2,", "1:18:"),
     ("q32[3]", "1:1: unknown element type 'q32'"),
     ("f32[3,5]{1,1}", "1:12: minor_to_major {1,1} is not a permutation"),
@@ -98,8 +98,20 @@ def test_svg(tmp_path, capsys):
     ("f32[3,5]{1,0:T(2,*)}", "1:18: '*' cannot be the most-minor tile dimension"),
     ("f32[-3]", "1:5: negative size -3"),
     ("(f32[3])", "is not an array shape"),
-])
-def test_bad_shapes_exit_1_with_one_line(text, where):
+]
+
+
+@pytest.mark.parametrize(("text", "where"), BAD_SHAPES)
+def test_bad_shapes_exit_1_with_one_line(text, where, capsys):
+    assert main(["layout", text]) == 1
+    assert where in one_line_error(capsys)
+
+
+# The same through a process of its own (``python -m xlapy.cli``): its exit status and both streams; one shape in
+# the default run, the others with the slow tests.
+@pytest.mark.parametrize(("text", "where"), [BAD_SHAPES[0], *(pytest.param(*case, marks=pytest.mark.slow)
+                                                               for case in BAD_SHAPES[1:])])
+def test_a_bad_shape_ends_the_process_with_status_1_and_one_line(text, where):
     result = subprocess.run([sys.executable, "-m", "xlapy.cli", "layout", text],
                             capture_output=True, text=True)
     assert result.returncode == 1

@@ -110,9 +110,7 @@ def test_worker_runs_the_xlapy_under_test(worker: Worker) -> None:
     assert Path(worker.xlapy_file).resolve() == Path(xlapy.__file__).resolve()
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
-@given(rng=st.randoms(use_true_random=False), command=st.sampled_from(["run", "indexing", "sdy"]))
-def test_command_line_process_prints_one_error_line(tmp_path_factory, rng: random.Random, command: str) -> None:
+def _check_command_line_process(tmp_path_factory, rng: random.Random, command: str) -> None:
     """The real ``xlapy`` process on a generated file: exit 0, or exit 1 with
     exactly one stderr line; never a traceback or a signal."""
     directory = tmp_path_factory.mktemp("cli")
@@ -130,6 +128,20 @@ def test_command_line_process_prints_one_error_line(tmp_path_factory, rng: rando
     assert result.returncode in (0, 1), result.stderr[-2000:]
     if result.returncode == 1:
         assert len(lines) == 1 and lines[0].startswith("xlapy: error: "), result.stderr[-2000:]
+
+
+# A process per example (seconds each): one in the default run, more with the slow tests.
+@settings(max_examples=1, deadline=None, suppress_health_check=list(HealthCheck))
+@given(rng=st.randoms(use_true_random=False), command=st.sampled_from(["run", "indexing", "sdy"]))
+def test_command_line_process_prints_one_error_line(tmp_path_factory, rng: random.Random, command: str) -> None:
+    _check_command_line_process(tmp_path_factory, rng, command)
+
+
+@pytest.mark.slow
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(rng=st.randoms(use_true_random=False), command=st.sampled_from(["run", "indexing", "sdy"]))
+def test_command_line_process_prints_one_error_line_many(tmp_path_factory, rng: random.Random, command: str) -> None:
+    _check_command_line_process(tmp_path_factory, rng, command)
 
 
 # The seeds (the test data the generators start from) that are not valid programs for the command, or that use
@@ -190,7 +202,9 @@ def _seeds_by_name(kind: str) -> dict[str, str]:
     return {_seed_name(text): text for text in getattr(seeds, kind)()}
 
 
-@pytest.mark.parametrize("entry, kind", [("cli_sdy", "mlir_modules"), ("cli_indexing", "hlo_modules")])
+# Every seed of a kind through its command; the MLIR seeds' propagation (seconds in all) with the slow tests.
+@pytest.mark.parametrize("entry, kind", [pytest.param("cli_sdy", "mlir_modules", marks=pytest.mark.slow),
+                                         ("cli_indexing", "hlo_modules")])
 def test_every_valid_seed_module_runs(entry: str, kind: str) -> None:
     """The unedited seeds are real programs: the command handles each valid
     one, and may refuse (cleanly) only the ones listed as refusable."""

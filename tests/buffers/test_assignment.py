@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.buffers.loop_programs import LOOP, SWAP
+from tests.corpus_cases import text_has_large_arrays, verifying_corpus
 from tools.buffer_replay import assert_replay_matches_interpreter
-from tools.hlo_corpus import interpreter_runs, verifying_corpus
+from tools.hlo_corpus import interpreter_runs
 from tools.random_hlo import hlo_modules, random_arguments
 from xlapy.buffers.assignment import ALIGNMENT, alignment_of, assign_buffers, best_fit_heap
 from xlapy.buffers.liveness import FORWARDING_OPCODES, array_leaves
@@ -219,11 +220,14 @@ def test_random_programs_compute_the_same_in_their_buffers(module: HloModule) ->
         i.opcode in ("while", "conditional", "call") for i in module.entry.instructions)
 
 
-# The corpus programs the interpreter runs (the others hold ops it has no rule for, collectives say).
-CORPUS = {path: text for path, text in verifying_corpus() if interpreter_runs(parse_module(text))}
+# The corpus programs the interpreter runs (the others hold ops it has no rule for, collectives say). Those with
+# large arrays run with the slow tests, and are taken without asking: asking runs them, for seconds each.
+CORPUS = {path: text for path, text in verifying_corpus()
+          if text_has_large_arrays(text) or interpreter_runs(parse_module(text))}
 
 
-@pytest.mark.parametrize("path", sorted(CORPUS))
+@pytest.mark.parametrize("path", [pytest.param(path, marks=[pytest.mark.slow] if text_has_large_arrays(CORPUS[path])
+                                               else []) for path in sorted(CORPUS)])
 def test_corpus_programs_compute_the_same_in_their_buffers(path: str) -> None:
     _assert_replay_matches(parse_module(CORPUS[path]))
 

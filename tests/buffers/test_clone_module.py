@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tools.hlo_corpus import verifying_corpus
+from tests.corpus_cases import verifying_corpus
 from xlapy.frontends import stablehlo
 from xlapy.hlo import parse_module
 from xlapy.transforms.call_graph import clone_module

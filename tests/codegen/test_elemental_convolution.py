@@ -120,7 +120,9 @@ def test_forms_match_the_interpreter(name: str):
     _check(fused_convolution(*FORMS[name]))
 
 
-@pytest.mark.parametrize("element", ["f32", "f16", "bf16", "s32", "s8", "c64"])
+# A float, a narrow float, an integer and a complex type in the default run; the others with the slow tests.
+@pytest.mark.parametrize("element", ["f32", "bf16", "s8", "c64",
+                                     *(pytest.param(t, marks=pytest.mark.slow) for t in ("f16", "s32"))])
 def test_element_types(element: str):
     module = fused_convolution(f"{element}[2,5,4,6]", f"{element}[3,2,3,4]",
                                "window={size=3x2 pad=1_1x0_1 stride=1x2}, dim_labels=b01f_01io->b01f, "

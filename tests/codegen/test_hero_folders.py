@@ -13,6 +13,7 @@ each combination once, in the interpreter's order).
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -36,8 +37,10 @@ ELEMENT_TYPES = ("pred", "s2", "s4", "s8", "s16", "s32", "s64", "u2", "u4", "u8"
                  "bf16", "f32", "f64", "c64", "c128", "f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz",
                  "f8e4m3b11fnuz", "f8e3m4", "f8e4m3", "f8e8m0fnu", "f4e2m1fn")
 
-# The types of the default run (one of each kind and width class); the others run with the slow tests.
-DEFAULT_TYPES = frozenset({"pred", "s8", "u32", "s64", "bf16", "f32", "f64", "c128"})
+# The types of the default run besides f32 (one of each kind and width class): every program runs in f32, the type
+# it is written in, and each of these in one program of each folder, the folder's programs in turn; the other
+# pairs of program and type run with the slow tests.
+DEFAULT_TYPES = ("pred", "s8", "u32", "s64", "bf16", "f64", "c128")
 # Complex numbers have no order: programs with maximum or minimum exist only in the other types.
 _ORDERED = re.compile(r"\b(maximum|minimum)\(")
 
@@ -48,14 +51,31 @@ def _name(path: Path) -> str:
     return f"{path.parent.name}/{path.stem}"
 
 
+def _runs_in(path: Path, element_type: str) -> bool:
+    return element_type not in ("c64", "c128") or not _ORDERED.search(path.read_text())
+
+
+def _default_run() -> set[tuple[Path, str]]:
+    """The (program, type) pairs of the default run."""
+    pairs = {(path, "f32") for path in FILES}
+    for hero in HEROES:
+        programs = itertools.cycle(sorted((DATA / hero).glob("*.hlo")))
+        for element_type in DEFAULT_TYPES:
+            path = next(programs)
+            while not _runs_in(path, element_type):
+                path = next(programs)
+            pairs.add((path, element_type))
+    return pairs
+
+
 def _typed_cases() -> list:
     cases = []
+    default_run = _default_run()
     for path in FILES:
-        ordered = bool(_ORDERED.search(path.read_text()))
         for element_type in ELEMENT_TYPES:
-            if ordered and element_type in ("c64", "c128"):
+            if not _runs_in(path, element_type):
                 continue
-            marks = [] if element_type in DEFAULT_TYPES else [pytest.mark.slow]
+            marks = [] if (path, element_type) in default_run else [pytest.mark.slow]
             cases.append(pytest.param(path, element_type, marks=marks, id=f"{_name(path)}-{element_type}"))
     return cases
 

@@ -3,7 +3,8 @@ tile (one tile of the output per block), staged through the block's shared tile.
 reference interpreter bit for bit (each op here rounds once, in both), the tiles' indexing maps are checked to move
 every element once, and every program of ``data/transpose`` (one fusion each, as XLA keeps
 ``emitters/tests/transpose/*.hlo``) has its emitted MLIR checked by FileCheck and is run against the interpreter
-in every element type its ``// TYPES:`` line names."""
+in every element type its ``// TYPES:`` line names (the default run in a few of each width and kind, the slow
+tests in all)."""
 
 from __future__ import annotations
 
@@ -76,7 +77,9 @@ def test_transposes(shape: str, permutation: tuple[int, ...]) -> None:
     _check_transpose_emitter(_transpose_module(shape, permutation), exact_values(shape, 1))
 
 
-@pytest.mark.parametrize("element_type", ["bf16", "s8", "pred", "f16", "s64", "u32", "f64"])
+# Three widths in the default run, the other types with the slow tests (the programs below run in more).
+@pytest.mark.parametrize("element_type", [
+    "s8", "bf16", "f64", *(pytest.param(t, marks=pytest.mark.slow) for t in ("pred", "f16", "s64", "u32"))])
 def test_element_types(element_type: str) -> None:
     shape = f"{element_type}[37,45]"
     _check_transpose_emitter(_transpose_module(shape, (1, 0)), exact_values(shape, 2))
@@ -278,11 +281,27 @@ def _in_type(text: str, element_type: str) -> str:
     return re.sub(r"\b(f32|s8)\[", f"{element_type}[", text)
 
 
+# The types the default run keeps for the programs of several types (the others run with the slow tests): each
+# program in sub-byte, byte and wider types, and between the two programs of every type, each storage width
+# (1, 2, 4, 8, 16, 32, 64 and 128 bits) and each kind of type (pred, signed, unsigned, 4-, 8-, 16-, 32- and 64-bit
+# float, complex).
+DEFAULT_RUN_TYPES = {
+    "transpose_10": {"s1", "s4", "f8e4m3fn", "bf16", "f32", "c128"},
+    "transpose_021": {"u1", "s2", "f4e2m1fn", "pred", "f16", "f64"},
+    "transpose_210": {"s4", "f32", "c128"},
+    "packed_s8": {"s8", "s4"},
+    "layouts": {"f32", "c64"},
+    "unit_dimension": {"f32", "c128"},
+}
+
+
 def _program_cases() -> list:
     cases = []
     for path in sorted(PROGRAMS.glob("*.hlo")):
+        default_run = DEFAULT_RUN_TYPES.get(path.stem)
         for element_type in _element_types(path.read_text()):
-            cases.append(pytest.param(path, element_type, id=f"{path.stem}-{element_type or 'own'}"))
+            marks = [pytest.mark.slow] if default_run is not None and element_type not in default_run else []
+            cases.append(pytest.param(path, element_type, marks=marks, id=f"{path.stem}-{element_type or 'own'}"))
     return cases
 
 
@@ -290,6 +309,8 @@ def test_the_folder_has_programs_of_each_pattern() -> None:
     names = {p.stem for p in PROGRAMS.glob("*.hlo")}
     assert {"transpose_10", "transpose_021", "transpose_102", "transpose_210", "epilogue", "side_outputs",
             "packed_s8", "layouts"} <= names
+    for stem, types in DEFAULT_RUN_TYPES.items():
+        assert types <= set(_element_types((PROGRAMS / f"{stem}.hlo").read_text())), stem
 
 
 @pytest.fixture

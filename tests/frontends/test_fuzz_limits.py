@@ -20,9 +20,17 @@ NASTY = ["\u0661", "\uff13", "9" * 5000, "0x" + "f" * 5000, "[" * 5000, "(" * 50
          "#99999999999999999999", "1e999", "\u00a0", "-", "0", "x", "<", ">", "[", "]", "{", "}", "(", ")"]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# A bounded budget in the default run, a larger one with the slow tests.
+@settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(edited_text(SOURCES, NASTY, max_edits=2))
 def test_edits_parse_or_raise_xlapy_errors(text: str) -> None:
+    check_refused_or_round_trips(parse_module, print_module, text)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(edited_text(SOURCES, NASTY, max_edits=2))
+def test_edits_parse_or_raise_xlapy_errors_many(text: str) -> None:
     check_refused_or_round_trips(parse_module, print_module, text)
 
 

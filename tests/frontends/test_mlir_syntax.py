@@ -93,9 +93,7 @@ def test_floats_print_as_mlir_prints_them(value: float, element: str, text: str)
 _FLOAT_TYPES = {"f32": np.float32, "f64": np.float64, "bf16": ml_dtypes.bfloat16, "f16": np.float16}
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.sampled_from(sorted(_FLOAT_TYPES)), st.floats(allow_nan=False, width=64))
-def test_floats_agree_with_jaxlib_mlir(element: str, value: float) -> None:
+def _check_float_agrees_with_jaxlib_mlir(element: str, value: float) -> None:
     require_jax()
     from jax._src.interpreters import mlir
     from jax._src.lib.mlir import ir
@@ -108,6 +106,20 @@ def test_floats_agree_with_jaxlib_mlir(element: str, value: float) -> None:
         printed = str(ir.Module.parse(text))
     reference = printed.split("dense<")[1].split("> :")[0]
     assert format_float(typed, element) == reference
+
+
+# A bounded budget in the default run (each example parses a module with jaxlib), a larger one with the slow tests.
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(sorted(_FLOAT_TYPES)), st.floats(allow_nan=False, width=64))
+def test_floats_agree_with_jaxlib_mlir(element: str, value: float) -> None:
+    _check_float_agrees_with_jaxlib_mlir(element, value)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(sorted(_FLOAT_TYPES)), st.floats(allow_nan=False, width=64))
+def test_floats_agree_with_jaxlib_mlir_many(element: str, value: float) -> None:
+    _check_float_agrees_with_jaxlib_mlir(element, value)
 
 
 @pytest.mark.parametrize(("text", "printed"), [

@@ -389,9 +389,21 @@ def test_hand_written_text_prints_in_xlas_order(case):
     assert all(a.split("=")[0] in rank for a in CASES[case][2])
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.sampled_from(sorted(CASES)).flatmap(lambda c: st.tuples(st.just(c), st.permutations(CASES[c][2]))))
+_SHUFFLED = st.sampled_from(sorted(CASES)).flatmap(lambda c: st.tuples(st.just(c), st.permutations(CASES[c][2])))
+
+
+# A bounded budget in the default run, a larger one with the slow tests.
+@settings(max_examples=60, deadline=None)
+@given(_SHUFFLED)
 def test_shuffled_order_prints_as_xla(case_and_attributes):
+    case, attributes = case_and_attributes
+    _assert_prints_as_xla(_with_attributes(case, list(attributes)))
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None)
+@given(_SHUFFLED)
+def test_shuffled_order_prints_as_xla_many(case_and_attributes):
     case, attributes = case_and_attributes
     _assert_prints_as_xla(_with_attributes(case, list(attributes)))
 

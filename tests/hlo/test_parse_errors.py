@@ -108,12 +108,24 @@ def mutated(draw) -> str:
     return text
 
 
-@settings(max_examples=500, deadline=2000)
-@given(mutated())
-def test_mutated_modules_raise_only_xlapy_errors(text):
+def _check_mutated_module(text: str) -> None:
     try:
         module = parse_module(text)
     except XlapyError:
         return
     printed = module.to_text()
     assert parse_module(printed).to_text() == printed
+
+
+# A bounded budget in the default run, a larger one with the slow tests.
+@settings(max_examples=125, deadline=2000)
+@given(mutated())
+def test_mutated_modules_raise_only_xlapy_errors(text):
+    _check_mutated_module(text)
+
+
+@pytest.mark.slow
+@settings(max_examples=500, deadline=2000)
+@given(mutated())
+def test_mutated_modules_raise_only_xlapy_errors_many(text):
+    _check_mutated_module(text)

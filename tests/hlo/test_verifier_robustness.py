@@ -37,11 +37,12 @@ def test_every_hlo_file_of_the_suite_and_the_examples_verifies(path):
 
 # -- many users, many operands -----------------------------------------------------------------
 
-def test_a_value_with_40000_users_verifies():
-    # One parameter used by 40,000 adds (each using it twice), all of them
+# 4,000 users in the default run; 40,000, where a search of the lists once took minutes, with the slow tests.
+@pytest.mark.parametrize("n", [4_000, pytest.param(40_000, marks=pytest.mark.slow)])
+def test_a_value_with_many_users_verifies(n: int):
+    # One parameter used by n adds (each using it twice), all of them
     # operands of the root tuple: checking each edge by a search of the other
-    # side's list took minutes; sets make it about a second.
-    n = 40_000
+    # side's list took minutes for 40,000; sets make it about a second.
     module = HloModule("wide")
     entry = HloComputation("main", is_entry=True)
     param = HloInstruction("p", "parameter", Shape("f32", (2,)))
@@ -169,9 +170,7 @@ _SHAPES = st.sampled_from(["f32[]", "f32[2]", "c64[4]", "s32[]", "pred[]", "(f32
                            "f32[0]", "u8[3,0]", "f64[2,3]"])
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data())
-def test_edited_modules_give_verify_errors_only(data):
+def _check_edited_module(data: st.DataObject) -> None:
     """Attributes set to junk, shapes swapped, callees changed: the verifier
     accepts the module or raises an XlapyError, never another exception."""
     module = parse_module(data.draw(st.sampled_from(_MODULES)))
@@ -195,6 +194,20 @@ def test_edited_modules_give_verify_errors_only(data):
                 [[], instr.called_computations * 2, [module.computations[0]], [module.entry]]))
     with contextlib.suppress(XlapyError):
         verify(module)
+
+
+# A bounded budget in the default run, a larger one with the slow tests.
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_edited_modules_give_verify_errors_only(data):
+    _check_edited_module(data)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_edited_modules_give_verify_errors_only_many(data):
+    _check_edited_module(data)
 
 
 # -- custom calls the interpreter runs -------------------------------------------------------------

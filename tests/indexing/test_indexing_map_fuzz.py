@@ -47,9 +47,7 @@ def _small_domain(indexing_map: IndexingMap) -> list[tuple[tuple[int, ...], tupl
     return [(p[:indexing_map.num_dims], p[indexing_map.num_dims:]) for p in itertools.product(*boxes)]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(edited_text(SOURCES, NASTY, max_span=6))
-def test_edits_parse_or_raise_xlapy_errors(text: str) -> None:
+def _check_edited(text: str) -> None:
     try:
         indexing_map = IndexingMap.parse(text)
     except XlapyError:
@@ -69,6 +67,20 @@ def test_edits_parse_or_raise_xlapy_errors(text: str) -> None:
         assert simplified.contains(dims, symbols) == inside
         if inside:
             assert simplified.evaluate(dims, symbols) == indexing_map.evaluate(dims, symbols)
+
+
+# A bounded budget in the default run, a larger one with the slow tests.
+@settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(edited_text(SOURCES, NASTY, max_span=6))
+def test_edits_parse_or_raise_xlapy_errors(text: str) -> None:
+    _check_edited(text)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(edited_text(SOURCES, NASTY, max_span=6))
+def test_edits_parse_or_raise_xlapy_errors_many(text: str) -> None:
+    _check_edited(text)
 
 
 @pytest.mark.parametrize(("text", "column", "message"), [

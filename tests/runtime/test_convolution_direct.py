@@ -53,8 +53,14 @@ def _normal(rng, shape, dtype=np.float32):
 NHWC = ("NHWC", "HWIO", "NHWC")
 
 
-@pytest.mark.parametrize("in_features, out_features", [(1, 4), (3, 5), (16, 16), (17, 15), (32, 32), (8, 33),
-                                                        (67, 67), (64, 128)])
+def _slow_unless(default: bool, *values):
+    return pytest.param(*values, marks=[] if default else [pytest.mark.slow])
+
+
+# Feature counts below, at and above a vector, in the default run; the others with the slow tests.
+@pytest.mark.parametrize("in_features, out_features", [
+    _slow_unless(pair in {(3, 5), (16, 16), (17, 15), (64, 128)}, *pair)
+    for pair in [(1, 4), (3, 5), (16, 16), (17, 15), (32, 32), (8, 33), (67, 67), (64, 128)]])
 def test_feature_counts(in_features, out_features):
     rng = np.random.default_rng(in_features * 100 + out_features)
     x = _normal(rng, (2, 9, 13, in_features))
@@ -62,7 +68,9 @@ def test_feature_counts(in_features, out_features):
     _check_against_xla(x, w, dimension_numbers=NHWC)
 
 
-@pytest.mark.parametrize("width", [1, 2, 7, 11, 12, 13, 25, 64])
+# A line of one, lines about a tile and a long line in the default run; the others with the slow tests.
+@pytest.mark.parametrize("width", [_slow_unless(width in {1, 11, 12, 13, 64}, width)
+                                   for width in [1, 2, 7, 11, 12, 13, 25, 64]])
 def test_line_lengths(width):
     rng = np.random.default_rng(width)
     x = _normal(rng, (1, 4, width, 16))

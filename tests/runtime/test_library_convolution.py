@@ -70,8 +70,11 @@ def _arguments(module, rng, dtype=None):
             for p in module.entry.parameters]
 
 
-@pytest.mark.parametrize("direct", [False, True])
-@pytest.mark.parametrize("lhs, rhs, window, labels, groups", CONVOLUTIONS)
+# Each form with GEMMs or with the direct kernel in the default run (in turn), the other way with the slow tests;
+# test_the_forms_cover_every_plan compiles every form both ways.
+@pytest.mark.parametrize("lhs, rhs, window, labels, groups, direct", [
+    pytest.param(*form, direct, marks=[] if direct == (i % 2 == 1) else [pytest.mark.slow])
+    for i, form in enumerate(CONVOLUTIONS) for direct in (False, True)])
 def test_convolution_forms_match_the_interpreter(lhs, rhs, window, labels, groups, direct):
     module = _module(lhs, rhs, window, labels, groups)
     a, b = _arguments(module, np.random.default_rng(0))
@@ -93,8 +96,14 @@ def test_the_forms_cover_every_plan(direct):
     assert plans == (gemms | {("direct", False)} if direct else gemms)
 
 
-@pytest.mark.parametrize("element", ["f64", "c64", "f16", "bf16", "s32"])
-@pytest.mark.parametrize("window", ["size=3x2 pad=1_1x0_1", "size=3x2 stride=2x1"])  # shifted, gathered
+SHIFTED, GATHERED = "size=3x2 pad=1_1x0_1", "size=3x2 stride=2x1"
+
+
+# Each type through one of the two plans in the default run (the plans in turn), through the other with the slow
+# tests.
+@pytest.mark.parametrize(("element", "window"), [
+    pytest.param(element, window, marks=[] if (i + (window == GATHERED)) % 2 == 0 else [pytest.mark.slow])
+    for i, element in enumerate(["f64", "c64", "f16", "bf16", "s32"]) for window in (SHIFTED, GATHERED)])
 def test_element_types(element, window):
     module = _module(f"{element}[2,5,4,6]{{3,2,1,0}}", f"{element}[3,2,3,4]{{3,2,1,0}}", window,
                      "b01f_01io->b01f", ", feature_group_count=2")

@@ -65,6 +65,27 @@ ENTRY main {
 }"""
 NAMES = ("u", "unit", "n", "uf", "n64", "i", "l", "h", "ns", "no")
 
+# Fewer of them, for the default run (each is a kernel to compile, for xlapy and XLA:CPU): uniform floats, doubles
+# and integers, normals of f32 and of f16 drawn in f32. The slow tests take MANY.
+FEW = """HloModule m
+ENTRY main {
+  a = f32[] constant(-2)
+  b = f32[] constant(3)
+  u = f32[3,5] rng(a, b), distribution=rng_uniform
+  n = f32[3,5] rng(a, b), distribution=rng_normal
+  a64 = f64[] constant(1)
+  b64 = f64[] constant(2.5)
+  uf = f64[7] rng(a64, b64), distribution=rng_uniform
+  ai = s32[] constant(-5)
+  bi = s32[] constant(7)
+  i = s32[9] rng(ai, bi), distribution=rng_uniform
+  ah = f16[] constant(0)
+  bh = f16[] constant(1)
+  h = f16[3] rng(ah, bh), distribution=rng_normal
+  ROOT t = (f32[3,5], f32[3,5], f64[7], s32[9], f16[3]) tuple(u, n, uf, i, h)
+}"""
+NAMES_OF = {FEW: ("u", "n", "uf", "i", "h"), MANY: NAMES}
+
 LOOP = """HloModule m
 cond {
   cp = (s32[], f32[4]) parameter(0)
@@ -128,11 +149,11 @@ def test_interpreter_state_advances_across_evaluations() -> None:
 NORMALS = {"n", "n64", "ns", "no"}
 
 
-@pytest.mark.parametrize("text", [MANY, LOOP], ids=["many", "loop"])
+@pytest.mark.parametrize("text", [FEW, pytest.param(MANY, marks=pytest.mark.slow), LOOP], ids=["few", "many", "loop"])
 def test_compiled_values_are_the_interpreters_call_after_call(text: str) -> None:
     module = expanded(text)
     executable = xlapy.compile(module)
-    names = NAMES if text is MANY else ("sum",)
+    names = NAMES_OF.get(text, ("sum",))
     for _ in range(3):
         want = leaves(evaluate(module))
         got = leaves(executable())
@@ -186,13 +207,14 @@ ABSOLUTE = {"u": 2 * np.spacing(np.float32(4)), "n": 8 * np.spacing(np.float32(8
             "ns": 8 * np.spacing(np.float32(8)), "no": 8 * np.spacing(np.float32(8)), "n64": 8 * np.spacing(8.0)}
 
 
-def test_first_values_are_xla_cpus() -> None:
+@pytest.mark.parametrize("text", [FEW, pytest.param(MANY, marks=pytest.mark.slow)], ids=["few", "many"])
+def test_first_values_are_xla_cpus(text: str) -> None:
     require_jax()
-    want_runs = xla_cpu_runs_in_a_fresh_process(MANY)
-    executable = xlapy.compile(expanded(MANY))
+    want_runs = xla_cpu_runs_in_a_fresh_process(text)
+    executable = xlapy.compile(expanded(text))
     for want in want_runs:
         got = leaves(executable())
-        for name, w, g in zip(NAMES, want, got, strict=True):
+        for name, w, g in zip(NAMES_OF[text], want, got, strict=True):
             w = w.view(g.dtype).reshape(g.shape) if w.dtype.itemsize == g.dtype.itemsize else w.reshape(g.shape)
             if name in ABSOLUTE:
                 np.testing.assert_allclose(g, w, rtol=0, atol=ABSOLUTE[name], err_msg=name)
@@ -202,7 +224,9 @@ def test_first_values_are_xla_cpus() -> None:
 
 # ThreeFry's twenty rounds fuse into one kernel whose helper functions each call the next ones twice; the
 # backend inlines them without copying the DAG exponentially (it once ran out of memory here).
-@pytest.mark.parametrize(("state", "bits"), [("u64[2]", "u32[4]"), ("u64[2]", "u64[6]"), ("u64[2]", "u8[5,3]")])
+@pytest.mark.parametrize(("state", "bits"), [("u64[2]", "u32[4]"),
+                                             *(pytest.param("u64[2]", bits, marks=pytest.mark.slow)
+                                               for bits in ("u64[6]", "u8[5,3]"))])
 def test_three_fry_bit_generators_compile_to_the_interpreters_bits(state: str, bits: str) -> None:
     module = parse_module(f"""HloModule m
 ENTRY e {{ s = {state} parameter(0)

@@ -5,6 +5,7 @@ and text, or raises an XlapyError; never another exception."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.text_edits import edited_text
@@ -22,9 +23,7 @@ NASTY = ["\u0661", "\uff13", "\u0663\u0664", "9" * 5000, "(" * 5000, ")" * 5000,
          "tuple", "token", "\n", " ", "E(", "L(0)", "D(", "f32", "s4", "e", "\x00", "\u00a0"]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(edited_text(SOURCES, NASTY, max_span=6))
-def test_edits_parse_or_raise_xlapy_errors(text: str) -> None:
+def _check_edited(text: str) -> None:
     try:
         shape = parse_shape(text)
     except XlapyError:
@@ -32,3 +31,17 @@ def test_edits_parse_or_raise_xlapy_errors(text: str) -> None:
     printed = str(shape)
     again = parse_shape(printed)
     assert again == shape and str(again) == printed
+
+
+# A bounded budget in the default run, a larger one with the slow tests.
+@settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(edited_text(SOURCES, NASTY, max_span=6))
+def test_edits_parse_or_raise_xlapy_errors(text: str) -> None:
+    _check_edited(text)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(edited_text(SOURCES, NASTY, max_span=6))
+def test_edits_parse_or_raise_xlapy_errors_many(text: str) -> None:
+    _check_edited(text)

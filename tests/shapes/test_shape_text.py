@@ -176,21 +176,32 @@ def shapes(draw, depth: int = 0) -> Shape:
     return Shape(draw(st.sampled_from(ARRAY_TYPES)), dims, layout, dynamic_dimensions=dynamic)
 
 
-@settings(max_examples=400, deadline=None)
-@given(shapes())
-def test_print_parse_round_trip(shape):
+# Each property on a bounded budget in the default run, and on a larger one with the slow tests.
+def _check_round_trip(shape: Shape) -> None:
     text = str(shape)
     parsed = parse_shape(text)
     assert str(parsed) == text
     assert parsed == shape
 
 
+@settings(max_examples=100, deadline=None)
+@given(shapes())
+def test_print_parse_round_trip(shape):
+    _check_round_trip(shape)
+
+
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None)
+@given(shapes())
+def test_print_parse_round_trip_many(shape):
+    _check_round_trip(shape)
+
+
 SHAPE_ALPHABET = st.sampled_from([*list("f32s4bu8[](){},:<=?*-TLESCPMD#0123456789 "), "f32", "bf16", "token"])
+GARBAGE = st.lists(SHAPE_ALPHABET, max_size=30).map("".join)
 
 
-@settings(max_examples=1000, deadline=None)
-@given(st.lists(SHAPE_ALPHABET, max_size=30).map("".join))
-def test_garbage_gives_parse_errors_only(text):
+def _check_garbage(text: str) -> None:
     try:
         shape = parse_shape(text)
     except ParseError as e:
@@ -199,12 +210,36 @@ def test_garbage_gives_parse_errors_only(text):
         assert parse_shape(str(shape)) == shape
 
 
-@settings(max_examples=300, deadline=None)
-@given(shapes(), st.data())
-def test_truncated_text_gives_parse_errors_only(shape, data):
+@settings(max_examples=250, deadline=None)
+@given(GARBAGE)
+def test_garbage_gives_parse_errors_only(text):
+    _check_garbage(text)
+
+
+@pytest.mark.slow
+@settings(max_examples=1000, deadline=None)
+@given(GARBAGE)
+def test_garbage_gives_parse_errors_only_many(text):
+    _check_garbage(text)
+
+
+def _check_truncated(shape: Shape, data: st.DataObject) -> None:
     text = str(shape)
     cut = data.draw(st.integers(0, len(text)))
     try:
         parse_shape(text[:cut])
     except ParseError as e:
         assert 1 <= e.column <= cut + 1
+
+
+@settings(max_examples=75, deadline=None)
+@given(shapes(), st.data())
+def test_truncated_text_gives_parse_errors_only(shape, data):
+    _check_truncated(shape, data)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None)
+@given(shapes(), st.data())
+def test_truncated_text_gives_parse_errors_only_many(shape, data):
+    _check_truncated(shape, data)

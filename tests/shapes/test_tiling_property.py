@@ -2,6 +2,7 @@
 (tests/shapes/reference_tiling.py) on random shapes, orders and tiles."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -45,9 +46,7 @@ def tiled_shapes(draw) -> Shape:
     return Shape("f32", dims, layout)
 
 
-@settings(max_examples=300, deadline=None)
-@given(tiled_shapes())
-def test_tiling_equals_pad_reshape_transpose(shape):
+def _check_tiling_is_pad_reshape_transpose(shape: Shape) -> None:
     layout = shape.layout
     expected = reference_buffer(shape.dimensions, layout.minor_to_major, layout.tiles,
                                 layout.tail_padding_alignment_in_elements)
@@ -63,6 +62,19 @@ def test_tiling_equals_pad_reshape_transpose(shape):
         else:
             assert index == tuple(int(i) for i in np.unravel_index(expected[offset], shape.dimensions))
             assert linear_index(shape, index) == offset
+
+
+@settings(max_examples=75, deadline=None)
+@given(tiled_shapes())
+def test_tiling_equals_pad_reshape_transpose(shape):
+    _check_tiling_is_pad_reshape_transpose(shape)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None)
+@given(tiled_shapes())
+def test_tiling_equals_pad_reshape_transpose_many(shape):
+    _check_tiling_is_pad_reshape_transpose(shape)
 
 
 @settings(max_examples=100, deadline=None)

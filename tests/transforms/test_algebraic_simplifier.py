@@ -8,9 +8,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 from tests.codegen.filecheck import filecheck
+from tests.corpus_cases import corpus_params, verifying_corpus
 from tests.transforms import algsimp_cases
 from tests.transforms.algsimp_cases import assert_simplifier_preserves_values
-from tools.hlo_corpus import interpreter_runs, verifying_corpus
+from tools.hlo_corpus import interpreter_runs
 from tools.random_hlo import hlo_texts, reduce_relies_on_its_initial_value
 from xlapy.hlo import parse_module, verify
 from xlapy.transforms.algebraic.conversion import cast_preserves_values
@@ -218,7 +219,7 @@ def test_preserves_values_of_random_programs(text: str) -> None:
     assert_simplifier_preserves_values(text)
 
 
-@pytest.mark.parametrize("name, text", verifying_corpus(), ids=lambda v: v if v.endswith(".hlo") else "")
+@pytest.mark.parametrize("name, text", corpus_params(verifying_corpus()))
 def test_preserves_values_of_the_corpus(name, text):
     module = parse_module(text)
     if interpreter_runs(module):

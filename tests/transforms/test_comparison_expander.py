@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.codegen.filecheck import filecheck
-from tools.hlo_corpus import interpreter_runs, verifying_corpus
+from tests.corpus_cases import corpus_params, verifying_corpus
+from tools.hlo_corpus import interpreter_runs
 from tools.random_hlo import assert_pass_preserves_values, hlo_modules
 from xlapy.hlo import parse_module, verify
 from xlapy.interpreter import evaluate
@@ -127,7 +128,7 @@ def test_random_programs_with_total_order_compares_keep_their_values(module) -> 
     assert "TOTALORDER" not in expanded.to_text()
 
 
-@pytest.mark.parametrize("name, text", verifying_corpus(), ids=lambda v: v if v.endswith(".hlo") else "")
+@pytest.mark.parametrize("name, text", corpus_params(verifying_corpus()))
 def test_preserves_values_of_the_corpus(name: str, text: str) -> None:
     if interpreter_runs(parse_module(text)):
         assert_pass_preserves_values(ComparisonExpander(), text, seeds=(0,), special_floats=True)

@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 
 from tests.buffers.loop_programs import SWAP
+from tests.corpus_cases import verifying_corpus
 from tools.buffer_replay import assert_replay_matches_interpreter, replay
 from tools.compare import assert_same
-from tools.hlo_corpus import interpreter_runs, verifying_corpus
+from tools.hlo_corpus import interpreter_runs
 from tools.random_hlo import assert_pass_preserves_values, random_arguments
 from xlapy.buffers.assignment import assign_buffers
 from xlapy.buffers.schedule import schedule_module

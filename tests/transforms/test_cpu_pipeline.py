@@ -11,8 +11,9 @@ import re
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
+from tests.corpus_cases import corpus_params, verifying_corpus
 from tools.compare import assert_same
-from tools.hlo_corpus import interpreter_runs, verifying_corpus
+from tools.hlo_corpus import interpreter_runs
 from tools.jax_corpus import PROGRAMS, flat_arguments
 from tools.random_hlo import assert_pass_preserves_values, hlo_texts, reduce_relies_on_its_initial_value
 from xlapy.errors import XlapyError
@@ -152,7 +153,7 @@ def test_jax_programs_keep_their_values(name: str) -> None:
     assert_same(evaluate(module, *arguments), expected, context=name)
 
 
-@pytest.mark.parametrize("name, text", verifying_corpus(), ids=lambda v: v if v.endswith(".hlo") else "")
+@pytest.mark.parametrize("name, text", corpus_params(verifying_corpus()))
 def test_the_corpus_keeps_its_values(name: str, text: str) -> None:
     module = parse_module(text)
     if interpreter_runs(module):

@@ -10,12 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.codegen.filecheck import filecheck
+from tests.corpus_cases import corpus_params, verifying_corpus
 from tools.random_hlo import assert_pass_preserves_values, hlo_texts
-from xlapy.errors import UnimplementedError, XlapyError
+from xlapy.errors import UnimplementedError
 from xlapy.hlo import HloModule, parse_module, verify
 from xlapy.transforms.dce import HloDCE
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_dce(text: str, **options: bool) -> tuple[bool, HloModule]:
@@ -309,23 +308,9 @@ def test_random_programs_keep_their_values_and_lose_exactly_the_dead_code(text: 
     assert not HloDCE().run(rewritten)
 
 
-def _valid(path: Path) -> bool:
-    try:
-        verify(parse_module(path.read_text()))
-    except XlapyError:
-        return False  # a verifier test case of an invalid module
-    return True
-
-
-def _corpus() -> list[Path]:
-    patterns = ["tests/hlo/data/**/*.hlo", "tests/codegen/data/**/*.hlo", "tests/interpreter/data/**/*.hlo",
-                "tests/transforms/data/**/*.hlo", "examples/*.hlo"]
-    return sorted(p for p in {p for pattern in patterns for p in ROOT.glob(pattern)} if _valid(p))
-
-
-@pytest.mark.parametrize("path", _corpus(), ids=lambda p: str(p.relative_to(ROOT)))
-def test_corpus_keeps_its_values(path: Path) -> None:
-    module = parse_module(path.read_text())
+@pytest.mark.parametrize(("name", "text"), corpus_params(verifying_corpus()))
+def test_corpus_keeps_its_values(name: str, text: str) -> None:
+    module = parse_module(text)
     try:
         assert_pass_preserves_values(HloDCE(), module, seeds=(0,))
     except UnimplementedError:

@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.codegen.filecheck import filecheck
-from tools.hlo_corpus import interpreter_runs, verifying_corpus
+from tests.corpus_cases import corpus_params, verifying_corpus
+from tools.hlo_corpus import interpreter_runs
 from tools.random_hlo import assert_pass_preserves_values, hlo_texts
 from xlapy.hlo import parse_module, verify
 from xlapy.transforms.dot_decomposer import DotDecomposer, is_canonical_dot
@@ -206,7 +207,7 @@ def test_random_programs_keep_their_values(text: str) -> None:
     assert_pass_preserves_values(DotDecomposer(), text)
 
 
-@pytest.mark.parametrize("name, text", verifying_corpus(), ids=lambda v: v if v.endswith(".hlo") else "")
+@pytest.mark.parametrize("name, text", corpus_params(verifying_corpus()))
 def test_preserves_values_of_the_corpus(name, text):
     module = parse_module(text)
     if interpreter_runs(module):

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.codegen.filecheck import filecheck
-from tools.hlo_corpus import interpreter_runs, verifying_corpus
+from tests.corpus_cases import verifying_corpus
+from tools.hlo_corpus import interpreter_runs
 from tools.random_hlo import assert_pass_preserves_values, hlo_texts
 from xlapy.hlo import HloModule, parse_module
 from xlapy.hlo.verifier import verify

@@ -20,13 +20,25 @@ from xlapy.transforms.hlo_pass import HloPass
 from xlapy.transforms.transpose_folding import TransposeFolding
 
 
-@settings(max_examples=250, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(hlo_texts(power=True))
-def test_random_modules_verify_and_run(text: str) -> None:
+def _check_verifies_and_runs(text: str) -> None:
     module = parse_module(text)
     verify(module)
     for seed in (0, 1):
         evaluate(module, *random_arguments(module, seed), verify=False)
+
+
+# A bounded budget in the default run, a larger one with the slow tests.
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(hlo_texts(power=True))
+def test_random_modules_verify_and_run(text: str) -> None:
+    _check_verifies_and_runs(text)
+
+
+@pytest.mark.slow
+@settings(max_examples=250, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(hlo_texts(power=True))
+def test_random_modules_verify_and_run_many(text: str) -> None:
+    _check_verifies_and_runs(text)
 
 
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -37,6 +49,8 @@ def test_random_modules_with_special_values_run(module: HloModule) -> None:
     evaluate(module, *random_arguments(module, 0, special_floats=True), verify=False)
 
 
+# A property of the generator (tools/random_hlo.py) over 600 draws, not of xlapy: with the slow tests.
+@pytest.mark.slow
 def test_the_drawn_modules_cover_the_ops_passes_rewrite() -> None:
     seen: set[str] = set()
     features: set[str] = set()

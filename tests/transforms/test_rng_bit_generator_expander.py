@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from tests.codegen.filecheck import filecheck
-from tools.hlo_corpus import interpreter_runs, verifying_corpus
+from tests.corpus_cases import verifying_corpus
+from tools.hlo_corpus import interpreter_runs
 from tools.oracles import require_jax
 from tools.random_hlo import assert_pass_preserves_values
 from xlapy.hlo import parse_module, verify

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.codegen.filecheck import filecheck
-from tools.hlo_corpus import interpreter_runs, verifying_corpus
+from tests.corpus_cases import corpus_params, verifying_corpus
+from tools.hlo_corpus import interpreter_runs
 from tools.random_hlo import assert_pass_preserves_values, hlo_texts
 from xlapy.frontends.stablehlo import parse_module as parse_stablehlo
 from xlapy.hlo import parse_module, verify
@@ -216,7 +217,7 @@ def test_preserves_values_of_random_programs(text):
     assert_pass_preserves_values(TupleSimplifier(), text)
 
 
-@pytest.mark.parametrize("name, text", verifying_corpus(), ids=lambda v: v if v.endswith(".hlo") else "")
+@pytest.mark.parametrize("name, text", corpus_params(verifying_corpus()))
 def test_preserves_values_of_the_corpus(name, text):
     module = parse_module(text)
     if interpreter_runs(module):
