@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from xlapy.errors import XlapyError
@@ -33,6 +35,26 @@ def edited_text(sources: Sequence[str], tokens: Sequence[str], *, max_edits: int
         return text
 
     return edited()
+
+
+def edit_budgets(default: int = 75, slow: int = 300) -> pytest.MarkDecorator:
+    """A property test's ``budget`` parameter: a bounded number of examples in the default run, and a larger one
+    with the slow tests."""
+    return pytest.mark.parametrize("budget", [default, pytest.param(slow, marks=pytest.mark.slow)])
+
+
+def check_drawn(budget: int, strategy: st.SearchStrategy[str], check: Callable[[str], None]) -> None:
+    """``check`` on ``budget`` texts drawn from ``strategy`` (shrunk to a smallest failing one, as ``@given``)."""
+
+    def drawn(text: str) -> None:
+        check(text)
+
+    settings(max_examples=budget, deadline=None, suppress_health_check=[HealthCheck.too_slow])(given(strategy)(drawn))()
+
+
+def refused_or_round_trips(parse: Callable[[str], Any], show: Callable[[Any], str]) -> Callable[[str], None]:
+    """``check_refused_or_round_trips`` of ``parse`` and ``show``, as a check of one text."""
+    return lambda text: check_refused_or_round_trips(parse, show, text)
 
 
 def check_refused_or_round_trips(parse: Callable[[str], Any], show: Callable[[Any], str], text: str) -> None:

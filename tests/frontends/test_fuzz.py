@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pathlib
 
-import pytest
-from hypothesis import HealthCheck, given, settings
-
-from tests.text_edits import check_refused_or_round_trips, edited_text
+from tests.text_edits import (
+    check_drawn,
+    edit_budgets,
+    edited_text,
+    refused_or_round_trips,
+)
 from xlapy.frontends.stablehlo import parse_module, print_module, split_input_file
 
 DATA = pathlib.Path(__file__).parent / "data"
@@ -22,15 +24,6 @@ TOKENS = ["%", "#", "@", "<", ">", "{", "}", "(", ")", "[", "]", ",", ":", "=", 
           "stablehlo.optimization_barrier", 'mhlo.sharding = "{replicated}"', "split_count = 3 : i64"]
 
 
-# A bounded budget in the default run, a larger one with the slow tests.
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(edited_text(SOURCES, TOKENS, max_span=12))
-def test_edits_parse_or_raise_xlapy_errors(text: str) -> None:
-    check_refused_or_round_trips(parse_module, print_module, text)
-
-
-@pytest.mark.slow
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(edited_text(SOURCES, TOKENS, max_span=12))
-def test_edits_parse_or_raise_xlapy_errors_many(text: str) -> None:
-    check_refused_or_round_trips(parse_module, print_module, text)
+@edit_budgets(100, 400)
+def test_edits_parse_or_raise_xlapy_errors(budget: int) -> None:
+    check_drawn(budget, edited_text(SOURCES, TOKENS, max_span=12), refused_or_round_trips(parse_module, print_module))

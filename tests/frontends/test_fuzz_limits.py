@@ -7,10 +7,14 @@ exception, and never an allocation of the size a type claims."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 
 from tests.frontends.test_fuzz import SOURCES
-from tests.text_edits import check_refused_or_round_trips, edited_text
+from tests.text_edits import (
+    check_drawn,
+    edit_budgets,
+    edited_text,
+    refused_or_round_trips,
+)
 from xlapy.errors import ParseError
 from xlapy.frontends.stablehlo import parse_module, print_module
 
@@ -20,18 +24,9 @@ NASTY = ["\u0661", "\uff13", "9" * 5000, "0x" + "f" * 5000, "[" * 5000, "(" * 50
          "#99999999999999999999", "1e999", "\u00a0", "-", "0", "x", "<", ">", "[", "]", "{", "}", "(", ")"]
 
 
-# A bounded budget in the default run, a larger one with the slow tests.
-@settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(edited_text(SOURCES, NASTY, max_edits=2))
-def test_edits_parse_or_raise_xlapy_errors(text: str) -> None:
-    check_refused_or_round_trips(parse_module, print_module, text)
-
-
-@pytest.mark.slow
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(edited_text(SOURCES, NASTY, max_edits=2))
-def test_edits_parse_or_raise_xlapy_errors_many(text: str) -> None:
-    check_refused_or_round_trips(parse_module, print_module, text)
+@edit_budgets()
+def test_edits_parse_or_raise_xlapy_errors(budget: int) -> None:
+    check_drawn(budget, edited_text(SOURCES, NASTY, max_edits=2), refused_or_round_trips(parse_module, print_module))
 
 
 def _module(body: str, argument: str = "tensor<2xf32>") -> str:

@@ -5,10 +5,12 @@ or raises an XlapyError; never another exception."""
 
 from __future__ import annotations
 
-import pytest
-from hypothesis import HealthCheck, given, settings
-
-from tests.text_edits import check_refused_or_round_trips, edited_text
+from tests.text_edits import (
+    check_drawn,
+    edit_budgets,
+    edited_text,
+    refused_or_round_trips,
+)
 from xlapy.hlo import parse_module
 from xlapy.hlo.printer import print_module
 
@@ -50,15 +52,6 @@ NASTY = ["\u0661", "\uff13", "9" * 5000, "(" * 5000, ")" * 5000, "{" * 5000, "["
          "f8e4m3fn", "\u00a0", "\x00", '"', "\\", "_", "x", ":"]
 
 
-# A bounded budget in the default run, a larger one with the slow tests.
-@settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(edited_text(SOURCES, NASTY))
-def test_edits_parse_or_raise_xlapy_errors(text: str) -> None:
-    check_refused_or_round_trips(parse_module, print_module, text)
-
-
-@pytest.mark.slow
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(edited_text(SOURCES, NASTY))
-def test_edits_parse_or_raise_xlapy_errors_many(text: str) -> None:
-    check_refused_or_round_trips(parse_module, print_module, text)
+@edit_budgets()
+def test_edits_parse_or_raise_xlapy_errors(budget: int) -> None:
+    check_drawn(budget, edited_text(SOURCES, NASTY), refused_or_round_trips(parse_module, print_module))

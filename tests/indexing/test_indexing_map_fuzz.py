@@ -10,10 +10,9 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 from xdsl.ir.affine import AffineBinaryOpExpr
 
-from tests.text_edits import edited_text
+from tests.text_edits import check_drawn, edit_budgets, edited_text
 from xlapy.errors import ParseError, XlapyError
 from xlapy.indexing import affine
 from xlapy.indexing.indexing_map import IndexingMap
@@ -69,18 +68,9 @@ def _check_edited(text: str) -> None:
             assert simplified.evaluate(dims, symbols) == indexing_map.evaluate(dims, symbols)
 
 
-# A bounded budget in the default run, a larger one with the slow tests.
-@settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(edited_text(SOURCES, NASTY, max_span=6))
-def test_edits_parse_or_raise_xlapy_errors(text: str) -> None:
-    _check_edited(text)
-
-
-@pytest.mark.slow
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(edited_text(SOURCES, NASTY, max_span=6))
-def test_edits_parse_or_raise_xlapy_errors_many(text: str) -> None:
-    _check_edited(text)
+@edit_budgets()
+def test_edits_parse_or_raise_xlapy_errors(budget: int) -> None:
+    check_drawn(budget, edited_text(SOURCES, NASTY, max_span=6), _check_edited)
 
 
 @pytest.mark.parametrize(("text", "column", "message"), [

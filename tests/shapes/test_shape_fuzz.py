@@ -5,10 +5,7 @@ and text, or raises an XlapyError; never another exception."""
 
 from __future__ import annotations
 
-import pytest
-from hypothesis import HealthCheck, given, settings
-
-from tests.text_edits import edited_text
+from tests.text_edits import check_drawn, edit_budgets, edited_text
 from xlapy.errors import XlapyError
 from xlapy.shapes import parse_shape
 
@@ -33,15 +30,6 @@ def _check_edited(text: str) -> None:
     assert again == shape and str(again) == printed
 
 
-# A bounded budget in the default run, a larger one with the slow tests.
-@settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(edited_text(SOURCES, NASTY, max_span=6))
-def test_edits_parse_or_raise_xlapy_errors(text: str) -> None:
-    _check_edited(text)
-
-
-@pytest.mark.slow
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(edited_text(SOURCES, NASTY, max_span=6))
-def test_edits_parse_or_raise_xlapy_errors_many(text: str) -> None:
-    _check_edited(text)
+@edit_budgets()
+def test_edits_parse_or_raise_xlapy_errors(budget: int) -> None:
+    check_drawn(budget, edited_text(SOURCES, NASTY, max_span=6), _check_edited)
