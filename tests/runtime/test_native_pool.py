@@ -256,3 +256,33 @@ def test_gelu_from_jax_equals_the_interpreter():
     expected = np.asarray(xlapy.evaluate(module, x))
     for _ in range(3):  # prepared once, then launched again
         assert executable(x).tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("elements", [8, 1 << 20])  # on the calling thread alone, and on the pool
+def test_a_launch_keeps_its_kernels_pointer_array_and_buffers_alive(elements):
+    # block_launcher hands the native code the address of the bound launch's pointer array: the launch it returns
+    # must keep that array (and the buffers in it) alive once the caller drops the bound launch.
+    import gc
+    import weakref
+
+    from xlapy.runtime.thunks.base import allocate
+
+    text = f"""HloModule twice
+ENTRY main {{
+  x = f32[{elements}] parameter(0)
+  ROOT y = f32[{elements}] add(x, x)
+}}"""
+    module = xlapy.parse_hlo(text)
+    (kernel,) = xlapy.compile(module, run_hlo_passes=False).kernels.values()
+    x, out = (allocate(4 * elements).view(np.float32) for _ in range(2))  # aligned as streaming stores need
+    x[:] = np.arange(elements)
+    bound = kernel.bind([x, out])
+    alive = weakref.ref(bound)
+    launch = thread_pool.block_launcher(bound, kernel.signature.blocks, elements)
+    del bound, x
+    gc.collect()
+    assert alive() is not None
+    reuse = [(ctypes.c_void_p * 4)(1, 2, 3, 4) for _ in range(1000)]  # memory a freed array would be reused for
+    launch()
+    assert np.array_equal(out, np.arange(elements, dtype=np.float32) * 2)
+    del reuse

@@ -456,11 +456,11 @@ def current_pool(workers: int) -> NativePool | None:
 
 
 def launcher(function: int, arguments: int, blocks: int, chunk: int, workers: int,
-             serial: Callable[[], None]) -> Callable[[], None]:
+             serial: Callable[[], None], *, owner: object = None) -> Callable[[], None]:
     """A launch of ``function(arguments, begin, end)`` over ``[0, blocks)`` on the pool, in chunks of ``chunk``
     blocks (on the calling thread alone while another thread launches on the pool); ``serial()`` (the same
     blocks on the calling thread) when there is no pool. ``function`` and ``arguments`` must stay valid as long
-    as the launch."""
+    as the launch: the launch keeps ``owner`` (what holds the memory they point to) alive."""
     if not 0 < blocks <= MAX_BLOCKS or chunk < 1:
         raise VerifyError(f"native pool: cannot launch {blocks} blocks in chunks of {chunk}")
     pool = current_pool(workers)
@@ -475,18 +475,19 @@ def launcher(function: int, arguments: int, blocks: int, chunk: int, workers: in
         if run() and (current_pool(workers) is None or run()):
             serial()
 
-    launch.job = job  # type: ignore[attr-defined]  # alive as long as the launch
+    launch.job, launch.owner = job, owner  # type: ignore[attr-defined]  # alive as long as the launch
     return launch
 
 
-def alone(function: int, arguments: int, blocks: int) -> Callable[[], None]:
+def alone(function: int, arguments: int, blocks: int, *, owner: object = None) -> Callable[[], None]:
     """``function(arguments, 0, blocks)`` on the calling thread, as a call of no arguments: one argument for ctypes
-    to convert instead of three (a loop's small kernels are launched many times)."""
+    to convert instead of three (a loop's small kernels are launched many times). The launch keeps ``owner`` (what
+    holds the memory ``function`` and ``arguments`` point to) alive."""
     if blocks <= 0:
         raise VerifyError(f"native pool: cannot launch {blocks} blocks")
     job = (ctypes.c_int64 * _JOB_WORDS)(0, function, arguments, blocks, blocks)
     launch = functools.partial(_compiled().run_alone, ctypes.addressof(job))
-    launch.job = job  # type: ignore[attr-defined]  # alive as long as the launch
+    launch.job, launch.owner = job, owner  # type: ignore[attr-defined]  # alive as long as the launch
     return launch
 
 

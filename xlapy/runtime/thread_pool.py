@@ -68,13 +68,15 @@ def block_launcher(call: Callable[[int, int], None], blocks: int, elements: int)
         function, arguments, kernel_blocks = native
         if not 0 < blocks <= kernel_blocks:
             return functools.partial(call, 0, blocks)  # refused by ``call`` (or nothing to run)
+        # The launches keep ``call`` alive: its pointer array (``arguments``) and the buffers it points to.
         if runs_serially(blocks, elements, native=True):
-            return native_pool.alone(function, arguments, blocks)
+            return native_pool.alone(function, arguments, blocks, owner=call)
         workers = worker_count()
         # Chunks small enough to balance the threads, large enough that claiming one (a compare-and-swap on a
         # cache line the threads share) costs little next to running it.
         chunk = max(1, blocks // (workers * native_pool.CHUNKS_PER_THREAD), -(-MIN_CHUNK_ELEMENTS * blocks // elements))
-        return native_pool.launcher(function, arguments, blocks, chunk, workers, functools.partial(call, 0, blocks))
+        return native_pool.launcher(function, arguments, blocks, chunk, workers, functools.partial(call, 0, blocks),
+                                    owner=call)
     if runs_serially(blocks, elements):
         return functools.partial(call, 0, blocks)
     parts = min(blocks, worker_count())
