@@ -824,3 +824,29 @@ def test_narrowing_to_bf16_matches_xla_cpu() -> None:
     ours = xlapy.compile(from_jax(narrow, x), backend="cpu")(x)
     theirs = np.asarray(jax.jit(narrow)(x))
     assert np.array_equal(np.asarray(ours).view(np.uint16), theirs.view(np.uint16))
+
+
+@pytest.mark.parametrize("source", ["f32", "f64"])
+def test_nans_narrowed_to_f16_match_xla_cpu(source: str) -> None:
+    # x86 quiets a NaN converted to f16 and keeps its payload's high bits (numpy keeps signaling NaNs signaling):
+    # compiled code and the interpreter both give XLA:CPU's bits.
+    jax = pytest.importorskip("jax")
+    import xlapy
+    from xlapy.frontends.jax import from_jax
+
+    if source == "f32":
+        bits = np.array([0x7F800001, 0xFF800123, 0x7FA00000, 0x7FC00001, 0x7F812345, 0xFFC12345, 0x3F800000,
+                         0x7F800000], np.uint32)
+    else:
+        bits = np.array([0x7FF0000000000001, 0xFFF8000000000123, 0x7FF4000000000000, 0x7FF8123456789ABC,
+                         0xFFF0040000000000, 0x3FF0000000000000, 0x7FF0000000000000, 0x7FF00000000FFFFF], np.uint64)
+    x = np.resize(bits, 64).view(np.float32 if source == "f32" else np.float64).reshape(4, 16)
+
+    def narrow(values):
+        return values.astype(jax.numpy.float16)
+
+    with jax.enable_x64(source == "f64"):
+        module = from_jax(narrow, x)
+        theirs = np.asarray(jax.jit(narrow)(x)).view(np.uint16)
+    assert np.array_equal(np.asarray(xlapy.compile(module, backend="cpu")(x)).view(np.uint16), theirs)
+    assert np.array_equal(np.asarray(xlapy.evaluate(module, x)).view(np.uint16), theirs)

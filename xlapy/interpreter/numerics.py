@@ -8,7 +8,7 @@ import numpy as np
 
 from xlapy.shapes import ELEMENT_TYPES, ElementType, TypeKind, element_type_of_dtype
 
-_F32 = np.dtype(np.float32)
+_F16, _F32, _F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 
 
 def dtype_of(element_type: str) -> np.dtype:
@@ -103,7 +103,28 @@ def convert(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
         value = widen(value.astype(np.int32) if source is TypeKind.PRED else value)
     if value.dtype.kind == "V" and dtype.kind == "V":
         value = value.astype(_F32) if element_type_of_dtype(value.dtype).bit_width <= 16 else value
-    return value.astype(dtype)
+    if dtype == _F16 and value.dtype.kind == "V":
+        value = value.astype(_F32)
+    result = value.astype(dtype)
+    if dtype == _F16 and value.dtype in (_F32, _F64):
+        _quiet_f16_nans(value, result)
+    return result
+
+
+def _quiet_f16_nans(value: np.ndarray, result: np.ndarray) -> None:
+    """A NaN converted to f16 as XLA:CPU converts it (x86's vcvtps2ph, after f64 → f32 for an f64): its sign, the
+    quiet bit and the next 9 bits of its payload. numpy keeps a signaling NaN signaling (and makes a payload that
+    truncates to 0 into 1)."""
+    nan = np.isnan(value)
+    if not nan.any():
+        return
+    if value.dtype == _F64:
+        bits = value.view(np.uint64)[nan]
+        sign, payload = (bits >> np.uint64(48)) & np.uint64(0x8000), (bits >> np.uint64(42)) & np.uint64(0x1FF)
+    else:
+        bits = value.view(np.uint32)[nan]
+        sign, payload = (bits >> np.uint32(16)) & np.uint32(0x8000), (bits >> np.uint32(13)) & np.uint32(0x1FF)
+    result.view(np.uint16)[nan] = (sign | 0x7E00 | payload).astype(np.uint16)
 
 
 def _float_to_int(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
