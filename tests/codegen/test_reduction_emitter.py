@@ -260,6 +260,18 @@ def _rows_with_ties(element_type: str, rows: int, n: int, seed: int) -> np.ndarr
     return x
 
 
+def _assert_arg_rows_are_the_interpreters(text: str, element_type: str, rows: int, n: int) -> None:
+    """The compiled arg reduction of ``text`` gives the interpreter's values and indices, bit for bit, on rows with
+    ties (two seeds)."""
+    module = xlapy.parse_hlo(text)
+    executable = xlapy.compile(xlapy.parse_hlo(text), run_hlo_passes=False)
+    for seed in (0, 1):
+        x = _rows_with_ties(element_type, rows, n, seed)
+        (value, index), (expected_value, expected_index) = executable(x), xlapy.evaluate(module, x)
+        assert index.tobytes() == expected_index.tobytes(), f"seed {seed}"
+        assert value.tobytes() == expected_value.tobytes(), f"seed {seed}"
+
+
 # Rows of 4 and 5 vectors of 64 bytes take per-lane accumulators; 4 vectors and 3 elements keep the elemental order.
 @pytest.mark.parametrize("element_type", ["f32", "f64", "bf16", "f16", "s32", "s8", "u8"])
 @pytest.mark.parametrize("which", ["argmax", "argmin"])
@@ -272,12 +284,7 @@ def test_argmax_and_argmin_rows_are_the_interpreters_bit_for_bit(element_type: s
     module = xlapy.parse_hlo(text)
     emitted, _ = emit_reduction_fusion(only_fusion(module), WIDE_HOST)
     assert (f"vector<{lanes}x" in print_mlir(emitted)) == (n % lanes == 0)
-    executable = xlapy.compile(xlapy.parse_hlo(text), run_hlo_passes=False)
-    for seed in (0, 1):
-        x = _rows_with_ties(element_type, rows, n, seed)
-        (value, index), (expected_value, expected_index) = executable(x), xlapy.evaluate(module, x)
-        assert index.tobytes() == expected_index.tobytes(), f"seed {seed}"
-        assert value.tobytes() == expected_value.tobytes(), f"seed {seed}"
+    _assert_arg_rows_are_the_interpreters(text, element_type, rows, n)
 
 
 # Rows of 8 and 12 vectors of 64 bytes take two vectors of (value, index) states (one for 8-bit values: 64 lanes at
@@ -294,12 +301,7 @@ def test_argmax_and_argmin_rows_of_two_vectors_are_the_interpreters_bit_for_bit(
     module = xlapy.parse_hlo(text)
     emitted, _ = emit_reduction_fusion(only_fusion(module), WIDE_HOST)
     assert f"-> (vector<{lanes}x" in print_mlir(emitted)
-    executable = xlapy.compile(xlapy.parse_hlo(text), run_hlo_passes=False)
-    for seed in (0, 1):
-        x = _rows_with_ties(element_type, rows, n, seed)
-        (value, index), (expected_value, expected_index) = executable(x), xlapy.evaluate(module, x)
-        assert index.tobytes() == expected_index.tobytes(), f"seed {seed}"
-        assert value.tobytes() == expected_value.tobytes(), f"seed {seed}"
+    _assert_arg_rows_are_the_interpreters(text, element_type, rows, n)
 
 
 def test_argmax_rows_become_vector_code(tmp_path):
