@@ -19,6 +19,9 @@ functions written in LLVM IR and compiled once per process with llvmlite:
   null) it returns 1 and Python builds one.
 - ``run_alone(job)``: the job's blocks on the calling thread (``alone``: a one-argument call for a kernel too
   small to share, cheaper through ctypes than the kernel's own three arguments).
+- ``run_steps(steps, count, iterations, budget)``: a run of launches (alone or on the pool), byte moves and
+  tests in a loop, so that a loop of small kernels makes one call through ctypes instead of one per step
+  (``runtime/native_steps.py`` builds the steps).
 - ``shutdown(state)``: makes every worker return.
 
 The state is a few 64-byte lines (one per field written by different threads, so that no two writers share a
@@ -86,9 +89,16 @@ _BUSY = 48  # 1 while a thread launches on the pool
 _FLAGS = 56  # the sleeping flag of worker i at word _FLAGS + 8 * i
 _LINE_WORDS = 8
 
+# The kinds of ``xlapy_pool_run_steps``' steps (words a, b, c): a launch of the job at a on the calling thread;
+# a launch of the job at a on the pool; a move of c bytes from b to a; a test that stops the loop when the byte at
+# a is 0.
+STEP_ALONE, STEP_ON_POOL, STEP_MOVE, STEP_TEST = range(4)
+STEP_WORDS = 4
+
 _IR = f"""
 declare void @llvm.x86.sse2.pause()
 declare i64 @llvm.readcyclecounter()
+declare void @llvm.memmove.p0.p0.i64(ptr, ptr, i64, i1)
 
 define private ptr @word(ptr %s, i64 %i) alwaysinline {{
   %p = getelementptr i64, ptr %s, i64 %i
@@ -319,6 +329,66 @@ define void @xlapy_pool_run_alone(ptr %job) {{
   ret void
 }}
 
+; Runs the steps at %steps ({{ kind, a, b, c }} each: STEP_* in runtime/native_steps.py) in order, %iterations
+; times or until the cycle counter has advanced %budget ticks past the start at the end of an iteration. Returns
+; the iterations completed, or -1 when a test step found its byte 0 (the rest of that iteration is not run).
+define i64 @xlapy_pool_run_steps(ptr %steps, i64 %count, i64 %iterations, i64 %budget) {{
+entry:
+  %start = call i64 @llvm.readcyclecounter()
+  br label %iteration
+iteration:
+  %i = phi i64 [ 0, %entry ], [ %i_next, %iterated ]
+  %more = icmp ult i64 %i, %iterations
+  br i1 %more, label %step, label %finished
+step:
+  %s = phi i64 [ 0, %iteration ], [ %s_next, %stepped ]
+  %more_steps = icmp ult i64 %s, %count
+  br i1 %more_steps, label %dispatch, label %iterated
+dispatch:
+  %first = mul i64 %s, 4
+  %kind_p = getelementptr i64, ptr %steps, i64 %first
+  %kind = load i64, ptr %kind_p, align 8
+  %a_p = getelementptr i64, ptr %kind_p, i64 1
+  %a = load ptr, ptr %a_p, align 8
+  %b_p = getelementptr i64, ptr %kind_p, i64 2
+  %b = load ptr, ptr %b_p, align 8
+  %c_p = getelementptr i64, ptr %kind_p, i64 3
+  %c = load i64, ptr %c_p, align 8
+  switch i64 %kind, label %stepped [ i64 {STEP_ALONE}, label %alone
+                                     i64 {STEP_ON_POOL}, label %pooled
+                                     i64 {STEP_MOVE}, label %move
+                                     i64 {STEP_TEST}, label %test ]
+alone:
+  call void @xlapy_pool_run_alone(ptr %a)
+  br label %stepped
+pooled:
+  %no_pool = call i64 @xlapy_pool_run(ptr %a)
+  %refused = icmp ne i64 %no_pool, 0
+  br i1 %refused, label %alone, label %stepped
+move:
+  call void @llvm.memmove.p0.p0.i64(ptr %a, ptr %b, i64 %c, i1 false)
+  br label %stepped
+test:
+  %flag = load i8, ptr %a, align 1
+  %holds = icmp ne i8 %flag, 0
+  br i1 %holds, label %stepped, label %stopped
+stepped:
+  %s_next = add i64 %s, 1
+  br label %step
+iterated:
+  %i_next = add i64 %i, 1
+  %now = call i64 @llvm.readcyclecounter()
+  %elapsed = sub i64 %now, %start
+  %in_time = icmp ult i64 %elapsed, %budget
+  br i1 %in_time, label %iteration, label %out_of_time
+out_of_time:
+  ret i64 %i_next
+finished:
+  ret i64 %i
+stopped:
+  ret i64 -1
+}}
+
 define void @xlapy_pool_shutdown(ptr %s) {{
   %shutdown = call ptr @word(ptr %s, i64 {_SHUTDOWN})
   store atomic i64 1, ptr %shutdown seq_cst, align 8
@@ -337,6 +407,7 @@ _RunFunction = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
 _ShutdownFunction = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _AloneFunction = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _TicksFunction = ctypes.CFUNCTYPE(ctypes.c_int64)
+_StepsFunction = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
 
 # The job words (a line of its own per launch): the pool cell's address, function, arguments, blocks, chunk.
 _JOB_WORDS = 8
@@ -363,6 +434,7 @@ class _Code:
             self.run = _RunFunction(address("xlapy_pool_run"))
             self.run_alone = _AloneFunction(address("xlapy_pool_run_alone"))
             self.shutdown = _ShutdownFunction(address("xlapy_pool_shutdown"))
+            self.run_steps = _StepsFunction(address("xlapy_pool_run_steps"))
             self._ticks = _TicksFunction(address("xlapy_pool_ticks"))
         self.syscall = ctypes.cast(ctypes.CDLL(None).syscall, ctypes.c_void_p).value
 
@@ -476,6 +548,7 @@ def launcher(function: int, arguments: int, blocks: int, chunk: int, workers: in
             serial()
 
     launch.job, launch.owner = job, owner  # type: ignore[attr-defined]  # alive as long as the launch
+    launch.native_steps = ((STEP_ON_POOL, ctypes.addressof(job), 0, 0),)  # type: ignore[attr-defined]
     return launch
 
 
@@ -488,7 +561,15 @@ def alone(function: int, arguments: int, blocks: int, *, owner: object = None) -
     job = (ctypes.c_int64 * _JOB_WORDS)(0, function, arguments, blocks, blocks)
     launch = functools.partial(_compiled().run_alone, ctypes.addressof(job))
     launch.job, launch.owner = job, owner  # type: ignore[attr-defined]  # alive as long as the launch
+    launch.native_steps = ((STEP_ALONE, ctypes.addressof(job), 0, 0),)  # type: ignore[attr-defined]
     return launch
+
+
+def steps_runner() -> tuple[Callable[[int, int, int, int], int], float]:
+    """``xlapy_pool_run_steps(steps, count, iterations, budget)`` as a ctypes function, and the rate of the cycle
+    counter its budget is counted in (ticks per second)."""
+    code = _compiled()
+    return code.run_steps, code.ticks_per_second
 
 
 @atexit.register

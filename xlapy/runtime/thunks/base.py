@@ -14,6 +14,7 @@ import numpy as np
 
 from xlapy.errors import VerifyError, XlapyError
 from xlapy.memory import buffer_bytes
+from xlapy.runtime import native_steps
 from xlapy.shapes import ELEMENT_TYPES, Shape, from_physical, to_physical
 
 if TYPE_CHECKING:
@@ -261,7 +262,9 @@ def _nothing() -> None:
 
 
 def run_in_turn(steps: Sequence[Callable[[], None]]) -> Callable[[], None]:
-    """One callable that calls each of ``steps`` in order."""
+    """One callable that calls each of ``steps`` in order (consecutive kernel launches and copies in one native
+    call: ``native_steps.in_turn``)."""
+    steps = native_steps.in_turn(steps)
     if not steps:
         return _nothing
     if len(steps) == 1:

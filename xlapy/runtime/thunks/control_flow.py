@@ -18,6 +18,7 @@ import numpy as np
 
 from xlapy.errors import UnimplementedError, VerifyError
 from xlapy.hlo.ir import HloInstruction, while_condition_and_body
+from xlapy.runtime import native_steps
 from xlapy.runtime.thunks.base import ExecutionContext, Thunk, ThunkSequence, run_in_turn
 from xlapy.runtime.thunks.copy import SliceCopies, leaf_copies
 from xlapy.runtime.thunks.registry import thunk_rule
@@ -62,6 +63,10 @@ class WhileThunk(Thunk):
         iteration = run_in_turn(steps)
         trips = self.trips
         if trips is not None:
+            native = native_steps.counted_loop(initial, iteration, trips)
+            if native is not None:
+                return native
+
             def run_counted() -> None:
                 initial()
                 for _ in range(trips):
@@ -71,7 +76,11 @@ class WhileThunk(Thunk):
             return run_counted
         condition = context.prepared(self.condition)
         # The predicate's byte read through a memoryview: a Python int per test, no numpy scalar.
-        predicate = memoryview(context.array(self.predicate, _PRED).view(np.uint8))
+        flag = context.array(self.predicate, _PRED).view(np.uint8)
+        native = native_steps.tested_loop(initial, condition, flag.ctypes.data, iteration)
+        if native is not None:
+            return native
+        predicate = memoryview(flag)
 
         def run_loop() -> None:
             initial()

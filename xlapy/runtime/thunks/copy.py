@@ -18,6 +18,7 @@ import numpy as np
 from xlapy.errors import VerifyError
 from xlapy.hlo.ir import HloInstruction
 from xlapy.memory import buffer_bytes
+from xlapy.runtime.native_steps import move
 from xlapy.runtime.thunks.base import ExecutionContext, Thunk
 from xlapy.runtime.thunks.kernel import lone_op_kernel
 from xlapy.runtime.thunks.registry import thunk_rule
@@ -60,6 +61,14 @@ class SliceCopies(Thunk):
         """The copies as byte moves between addresses resolved (and checked) once; staged copies go through
         temporaries made once too."""
         moves = [(context.bytes(d)[:n], context.bytes(s)[:n]) for s, d, n in self.pairs]
+        copies = self._prepare_moves(moves)
+        # The same moves for a run of native steps (the context keeps the slices' memory alive, ``copies`` the
+        # temporaries).
+        copies.native_steps = tuple(  # type: ignore[attr-defined]
+            move(d.ctypes.data, s.ctypes.data, d.nbytes) for d, s in copies.moves)
+        return copies
+
+    def _prepare_moves(self, moves: list[tuple[np.ndarray, np.ndarray]]) -> Callable[[], None]:
         if not self.staged:
             # byte memoryviews assigned to each other (a memcpy): a few times cheaper per call than ctypes'
             # memmove, which matters for a loop's small state values, copied every iteration
@@ -70,12 +79,14 @@ class SliceCopies(Thunk):
                 def copy_one() -> None:
                     destination[:] = source
 
+                copy_one.moves = moves  # type: ignore[attr-defined]
                 return copy_one
 
             def copy_each() -> None:
                 for destination, source in views:
                     destination[:] = source
 
+            copy_each.moves = moves  # type: ignore[attr-defined]
             return copy_each
         temporaries = [np.empty(n, np.uint8) for _, _, n in self.pairs]
         moves = [*((t, s) for t, (_, s) in zip(temporaries, moves)), *((d, t) for t, (d, _) in zip(temporaries, moves))]
@@ -87,6 +98,7 @@ class SliceCopies(Thunk):
             for step in steps:
                 step()
 
+        copy_all.moves = moves  # type: ignore[attr-defined]
         return copy_all
 
     def __bool__(self) -> bool:
