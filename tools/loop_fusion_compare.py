@@ -25,17 +25,10 @@ import numpy as np
 from tools.compare import bits, leaves, normwise_errors
 from xlapy.hlo import HloInstruction, HloModule
 from xlapy.hlo.fake_arguments import fake_argument, index_bound
+from xlapy.hlo.opcodes import TRANSCENDENTAL_OPCODES
 from xlapy.runtime import ulps
 from xlapy.runtime.ulps import NAN_MISMATCH, is_float_dtype, ulp_distance
 from xlapy.shapes import ELEMENT_TYPES, Shape, TypeKind
-
-# Fused opcodes whose float results may be off the interpreter's: the
-# interpreter rounds the exact value once, a compiled approximation need not.
-# sqrt and divide are not here: IEEE fixes their results.
-TRANSCENDENTAL_OPCODES = frozenset({
-    "atan2", "cbrt", "cosine", "erf", "exponential", "exponential-minus-one", "log", "log-plus-one", "logistic",
-    "power", "rsqrt", "sine", "tan", "tanh",
-})
 
 # Every float input gets about one special value in this many elements.
 _SPECIAL_EVERY = 16

@@ -35,11 +35,12 @@ import pytest
 import xlapy
 from tests.hlo.xla import XlaRefuses, XlaVerdict, assert_xla_verdict
 from tools.compare import assert_within_sum_of_magnitudes, flush_denormals, is_float, leaves
-from tools.loop_fusion_compare import TRANSCENDENTAL_OPCODES, random_arguments, result_element_types, result_names
+from tools.loop_fusion_compare import random_arguments, result_element_types, result_names
 from tools.loop_fusion_corpus import Case, corpus_cases
 from tools.xla_cpu import run_on_xla_cpu
 from tools.xla_reference import unfused_text
 from xlapy.hlo import HloInstruction, HloModule
+from xlapy.hlo.opcodes import TRANSCENDENTAL_OPCODES
 from xlapy.runtime.ulps import NAN_DISTANCE, ulp_distance
 
 # A result computed by a transcendental op on real numbers: XLA:CPU's approximation and xlapy's are each within a

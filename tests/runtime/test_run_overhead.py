@@ -17,7 +17,8 @@ from tests.runtime.threaded_calls import call_from_threads
 from tools.compare import assert_same
 from xlapy.buffers.assignment import BufferSlice
 from xlapy.errors import VerifyError
-from xlapy.runtime.thread_pool import SERIAL_ELEMENTS, block_launcher, worker_count
+from xlapy.runtime.thread_pool import SERIAL_ELEMENTS, block_launcher, runs_serially, worker_count
+from xlapy.runtime.thunk_emitter import TRANSCENDENTAL_WORK
 from xlapy.runtime.thunks.base import ExecutionContext, ThunkSequence, allocate
 from xlapy.runtime.thunks.copy import SliceCopies
 from xlapy.shapes import parse_shape
@@ -249,5 +250,23 @@ ENTRY e { z = f32[] constant(0)  ROOT b = f32[256,1024] broadcast(z), dimensions
 ENTRY e { x = f32[256,1024] parameter(0)  ROOT t = f32[256,1024] tanh(x) }"""
     (filled,) = [t for t in _compile(fill)[1].thunks.walk() if t.kind == "kernel"]
     (computed,) = [t for t in _compile(compute)[1].thunks.walk() if t.kind == "kernel"]
-    assert filled.pool_work == 0 and computed.pool_work == 256 * 1024 >= SERIAL_ELEMENTS
+    # tanh weighs as TRANSCENDENTAL_WORK cheap elements on top of its own (the write)
+    assert filled.pool_work == 0 and computed.pool_work == 256 * 1024 * (1 + TRANSCENDENTAL_WORK) >= SERIAL_ELEMENTS
     np.testing.assert_array_equal(_compile(fill)[1](), np.zeros((256, 1024), np.float32))
+
+
+EXP_LOG = """f { x = f32[4096] parameter(0)  e = f32[4096] exponential(x)  ROOT l = f32[4096] log(e) }
+ENTRY e { x = f32[4096] parameter(0)  ROOT r = f32[4096] fusion(x), kind=kLoop, calls=f }"""
+SCALAR_TANH = """f { x = f32[] parameter(0)  t = f32[] tanh(x)  ROOT b = f32[4096] broadcast(t), dimensions={} }
+ENTRY e { x = f32[] parameter(0)  ROOT r = f32[4096] fusion(x), kind=kLoop, calls=f }"""
+
+
+@pytest.mark.parametrize(("text", "serial"), [
+    ("ENTRY e { x = f32[4096] parameter(0)  ROOT t = f32[4096] tanh(x) }", False),
+    (EXP_LOG, False),
+    ("ENTRY e { x = f32[4096] parameter(0)  ROOT t = f32[4096] multiply(x, x) }", True),
+    (SCALAR_TANH, True),  # one tanh per kernel, not per element
+])
+def test_transcendental_kernels_share_their_blocks_from_fewer_elements(text, serial):
+    (kernel,) = [t for t in _compile("HloModule m\n" + text)[1].thunks.walk() if t.kind == "kernel"]
+    assert runs_serially(kernel.blocks, kernel.pool_work, native=True) is (serial or worker_count() == 1)

@@ -22,12 +22,12 @@ _pool: ThreadPoolExecutor | None = None
 # Below this many elements a callable runs on the calling thread: handing work to Python threads (tens of
 # microseconds) costs more than it saves.
 SERIAL_ELEMENTS = 1 << 15
-# The same for a kernel on the native pool. Its hand-off costs about a microsecond, so the limit is no longer the
-# dispatch but the other core: when it is free, two threads pay from 4,096 elements for a transcendental (tanh
-# 1.1x to 1.6x from 2^12 to 2^14), from 2^16 to 2^17 for an add whose operands are in the caller's cache (the
-# other core fetches its half from there); when other processes share the cores, a worker pre-empted in the
-# middle of a chunk makes the launch wait, and a loop of small launches loses (a 64-step scan of 16,384-element
-# tanh kernels: 1.7 ms against 1.6 ms serially, 3.2 ms against 2.7 ms on average).
+# The same for a kernel on the native pool, in elements of a cheap op (a kernel's ``pool_work``: the thunk emitter
+# weighs transcendental ops as ``TRANSCENDENTAL_WORK`` elements more). Its hand-off costs about a microsecond, so
+# the limit is no longer the dispatch but the other core: when it is free, two threads pay from 4,096 elements for
+# a transcendental (tanh 1.1x to 1.6x from 2^12 to 2^14), from 2^16 to 2^17 for an add whose operands are in the
+# caller's cache (the other core fetches its half from there). When other processes share the cores, a worker
+# pre-empted in the middle of a chunk makes the launch wait.
 NATIVE_SERIAL_ELEMENTS = 1 << 15
 # The fewest elements in a chunk of blocks the native pool's threads claim at a time.
 MIN_CHUNK_ELEMENTS = 1 << 12

@@ -28,6 +28,7 @@ from xlapy.codegen.fusion_checks import check_fusion, fusion_outputs
 from xlapy.codegen.launch import Device, LaunchDimensions
 from xlapy.errors import UnimplementedError, VerifyError, XlapyError
 from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
+from xlapy.hlo.opcodes import TRANSCENDENTAL_OPCODES
 from xlapy.hlo.shape_rules.helpers import same_shape
 from xlapy.hlo.shape_rules.inference import infer_shape
 from xlapy.memory import buffer_bytes
@@ -51,6 +52,11 @@ NO_THUNK_OPCODES = frozenset({"parameter", "constant", "after-all"}) | FORWARDIN
 
 # The compile options that change the generated code, as the kernel cache's key records them.
 KERNEL_OPTIONS = "backend=cpu"
+# The work of one element of a transcendental op, in elements of a cheap one (what the thread pool's thresholds
+# count): tanh, exp and the like take 5-10 times as long per element, so that a kernel of 4,096 elements of tanh
+# already pays for a second thread (1.1x to 1.6x from 2^12 to 2^14 elements), as XLA:CPU's cost model weighs
+# transcendentals when it splits a loop over threads.
+TRANSCENDENTAL_WORK = 7
 
 
 class ThunkEmitter:
@@ -128,6 +134,8 @@ class ThunkEmitter:
             # next: a loop's state zeroed on the pool and then updated on the calling thread cost 110-140 µs
             # more per call.
             thunk.work = 0
+        if thunk.work is None and (transcendentals := _transcendental_count(fusion)):
+            thunk.work = thunk.elements * (1 + TRANSCENDENTAL_WORK * transcendentals)
         self.pending.append(thunk)
         return thunk
 
@@ -168,6 +176,12 @@ class ThunkEmitter:
 
 # Opcodes of a kernel that only writes memory: values from constants, laid out.
 _FILL_OPCODES = frozenset({"constant", "broadcast", "iota", "reshape", "bitcast", "tuple", "parameter"})
+
+
+def _transcendental_count(fusion: HloInstruction) -> int:
+    """The transcendental ops ``fusion`` computes per element (on arrays: a scalar one is computed once)."""
+    return sum(i.opcode in TRANSCENDENTAL_OPCODES and not i.shape.is_scalar
+               for i in fusion.fused_computation.instructions)
 
 
 def _is_fill(fusion: HloInstruction) -> bool:
