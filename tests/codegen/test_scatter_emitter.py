@@ -411,3 +411,59 @@ def test_split_scatters_in_other_element_types():
     for element_type in ("s32", "bf16", "f64", "u8"):
         _check_split(_split_module("[2048,64]", "[500,1]", "[500,64]", element_type=element_type), indices,
                      OPERAND_ROWS)
+
+
+# -- a large operand copied on the pool first ----------------------------------------------------------------------
+
+LONE = """HloModule lone
+comb { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT c = f32[] add(a, b) }
+ENTRY e { x = f32[16384,16] parameter(0)  i = s32[4000,1] parameter(1)  u = f32[4000,16] parameter(2)
+          ROOT s = f32[16384,16] scatter(x, i, u), """ + ROWS + """, to_apply=comb }
+"""
+# The fusion's operand also feeds the updates: it cannot be updated in place while they still read it.
+OPERAND_READ_TWICE = """HloModule twice
+comb { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT c = f32[] add(a, b) }
+f { x = f32[16384,16] parameter(0)  i = s32[4000,1] parameter(1)
+    u = f32[4000,16] slice(x), slice={[0:4000], [0:16]}
+    ROOT s = f32[16384,16] scatter(x, i, u), """ + ROWS + """, to_apply=comb }
+ENTRY e { p = f32[16384,16] parameter(0)  i = s32[4000,1] parameter(1)  u = f32[4000,16] parameter(2)
+          ROOT fusion = f32[16384,16] fusion(p, i), kind=kLoop, calls=f }
+"""
+
+
+def _repeating_indices(count: int, rows: int) -> np.ndarray:
+    """Indices with repeats (whose order of updates shows in float sums), and some out of bounds either way."""
+    indices = np.random.default_rng(5).integers(-rows // 8, rows + rows // 8, (count, 1))
+    indices[::7] = indices[0]
+    return indices.astype(np.int32)
+
+
+@pytest.mark.parametrize("text", [_split_module("[16384,16]", "[4000,1]", "[4000,16]"), LONE],
+                         ids=["fusion", "lone scatter"])
+def test_a_serial_scatter_of_a_large_operand_updates_a_copy_made_on_the_pool(text: str):
+    # f32[16384,16] is 1 MiB: a copy kernel (many blocks, on the pool) puts the operand in the output's slice, and
+    # the scatter, on one thread, updates it in place.
+    module = xlapy.parse_hlo(text)
+    executable = xlapy.compile(xlapy.parse_hlo(text), run_hlo_passes=False)
+    copy, scatter = kernel_thunks(executable)
+    assert copy.fusion.fused_computation.root.opcode == "copy" and copy.blocks > 1
+    assert scatter.slice_indices == (0, 1, 2, 0) and in_place_outputs(scatter.fusion, scatter.slice_indices) == {0}
+    assert scatter_plan(scatter.fusion, scatter.slice_indices).strategy == SERIAL
+    args = (_values("f32[16384,16]", 3), _repeating_indices(4000, 16384), _values("f32[4000,16]", 4))
+    for _ in range(2):  # the second call reuses the prepared launches
+        assert_same(executable(*args), xlapy.evaluate(module, *args), exact_bits=True)
+
+
+@pytest.mark.parametrize("text", [_split_module("[1024,16]", "[400,1]", "[400,16]"), OPERAND_READ_TWICE],
+                         ids=["small operand", "operand read twice"])
+def test_scatters_that_keep_their_own_copy(text: str):
+    module = xlapy.parse_hlo(text)
+    executable = xlapy.compile(xlapy.parse_hlo(text), run_hlo_passes=False)
+    (scatter,) = kernel_thunks(executable)
+    assert scatter.slice_indices is None
+    rows = module.entry.parameters[0].shape.dimensions[0]
+    count = module.entry.parameters[1].shape.dimensions[0]
+    args = [_values(f"f32[{rows},16]", 3), _repeating_indices(count, rows)]
+    if len(module.entry.parameters) == 3:
+        args.append(_values(f"f32[{count},16]", 4))
+    assert_same(executable(*args), xlapy.evaluate(module, *args), exact_bits=True)

@@ -235,7 +235,7 @@ def lone_op_kernel(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
     if problems:
         raise UnimplementedError(", ".join(problems))
     fusion = single_instruction_fusion(instr)
-    return [] if writes_nothing(fusion) else [emitter.compile_kernel(fusion, slices_of=instr)]
+    return [] if writes_nothing(fusion) else emitter.fusion_kernels(fusion, slices_of=instr)
 
 
 @thunk_rule("fusion")
@@ -246,7 +246,7 @@ def _fusion(instr: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
     problems = unsupported_fused_ops(instr)
     if problems:
         raise UnimplementedError(", ".join(problems))
-    return [] if writes_nothing(instr) else [emitter.compile_kernel(instr)]
+    return [] if writes_nothing(instr) else emitter.fusion_kernels(instr)
 
 
 def custom_fusion_thunks(fusion: HloInstruction, emitter: ThunkEmitter) -> list[Thunk]:
