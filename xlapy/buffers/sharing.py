@@ -22,7 +22,10 @@ be shared (an entry parameter, a constant, a value read later) and then
 updates the copy in place, xlapy adds no copy instruction: the result gets a
 buffer of its own and the kernel (the dynamic-update-slice's loop fusion,
 the scatter emitter's first step) copies the operand into it itself, the
-same bytes moved without a kernel launch or a buffer more.
+same bytes moved without a kernel launch or a buffer more. (A scatter on one
+thread with a large operand is the exception: the thunk emitter copies the
+operand into the output with a kernel on the pool first,
+``split_scatter_operand``.)
 """
 
 from __future__ import annotations
