@@ -278,6 +278,12 @@ def _target_machine() -> llvm.TargetMachine:
 # category bits for them (quiet NaN, subnormal, signaling NaN).
 _FP_CLASS_SUBNORMAL_OR_NAN = 0x1 | 0x2 | 0x10 | 0x80
 _X86_CLASS_SUBNORMAL_OR_NAN = 0x01 | 0x20 | 0x80
+# The smallest dividend (in magnitude, zero apart) whose quotient by a broadcast scalar `_divf` corrects: the
+# residual a - s q is a multiple of ulp(s) ulp(q), which reaches the subnormals (and is rounded) when |a| is near
+# 2^-103 or below.
+MIN_CORRECTED_DIVIDEND = 2.0 ** -100
+_FP_CLASS_SUBNORMAL_INF_OR_NAN = _FP_CLASS_SUBNORMAL_OR_NAN | 0x4 | 0x200
+_X86_CLASS_SUBNORMAL_INF_OR_NAN = _X86_CLASS_SUBNORMAL_OR_NAN | 0x08 | 0x10
 
 
 def _host_has_feature(name: str) -> bool:
@@ -515,9 +521,7 @@ class _Translator:
         lanes."""
         b = self.b
         native = b.fptrunc(value, _like(value.type, BF16))
-        special = self._subnormal_or_nan_lanes(value)
-        lanes = ir.IntType(value.type.count)
-        any_special = b.icmp_unsigned("!=", b.bitcast(special, lanes), _constant(lanes, 0))
+        any_special = self._any_lane(self._subnormal_or_nan_lanes(value))
         rounded_bits = self._bf16_rounded_bits(value)
         # The two roundings meet as i16 vectors: a phi of bfloat vectors makes LLVM's x86 backend take the rare
         # path one lane at a time.
@@ -539,20 +543,70 @@ class _Translator:
         return result
 
     def _subnormal_or_nan_lanes(self, value: ir.Value) -> ir.Value:
-        """Which lanes of the f32 vector `value` are subnormal or NaN, as a vector of i1: AVX512-DQ's vfpclassps a
-        register at a time (LLVM expands the generic class test into integer ops)."""
+        """Which lanes of the f32 vector `value` are subnormal or NaN, as a vector of i1."""
+        return self._class_lanes(value, _FP_CLASS_SUBNORMAL_OR_NAN, _X86_CLASS_SUBNORMAL_OR_NAN)
+
+    def _class_lanes(self, value: ir.Value, classes: int, x86_classes: int) -> ir.Value:
+        """Which lanes of the f32 vector `value` are of the classes `classes` (`llvm.is.fpclass`'s mask; the same
+        classes are `x86_classes` in vfpclassps' immediate), as a vector of i1: AVX512-DQ's vfpclassps a register
+        at a time (LLVM expands the generic class test into integer ops)."""
         count = value.type.count
         pieces = count // 16
         if not (count % 16 == 0 and pieces & (pieces - 1) == 0 and _host_has_feature("avx512dq")):
             return self.intrinsic("llvm.is.fpclass", _like(value.type, ir.IntType(1)),
-                                  [value, _constant(I32, _FP_CLASS_SUBNORMAL_OR_NAN)], mangle=[value.type])
+                                  [value, _constant(I32, classes)], mangle=[value.type])
         masks = [self.intrinsic("llvm.x86.avx512.fpclass.ps.512", ir.VectorType(ir.IntType(1), 16),
-                                [vector_lanes(self.b, value, first, 16), _constant(I32, _X86_CLASS_SUBNORMAL_OR_NAN)],
-                                mangle=[])
+                                [vector_lanes(self.b, value, first, 16), _constant(I32, x86_classes)], mangle=[])
                  for first in range(0, count, 16)]  # one zmm register at a time
         while len(masks) > 1:  # concatenated pairwise
             masks = [concatenate_vectors(self.b, low, high) for low, high in zip(masks[0::2], masks[1::2])]
         return masks[0]
+
+    def _any_lane(self, lanes: ir.Value) -> ir.Value:
+        """Whether any lane of the i1 vector `lanes` is set (one mask test)."""
+        mask = ir.IntType(lanes.type.count)
+        return self.b.icmp_unsigned("!=", self.b.bitcast(lanes, mask), _constant(mask, 0))
+
+    def divide_by_scalar(self, dividend: ir.Value, divisor: ir.Value, scalar: ir.Value) -> ir.Value:
+        """`dividend / divisor` for an f32 vector `dividend` and a `divisor` whose lanes are all the f32 `scalar`, by
+        Markstein's correction of a product with the reciprocal: with y = RN(1/s) and q = RN(a y),
+        r = a - s q is exact (an FMA) and RN(q + r y) is the correctly rounded quotient RN(a/s) whenever nothing
+        underflows or overflows (J.-M. Muller et al., Handbook of Floating-Point Arithmetic, Markstein's theorem).
+        A vector with a lane outside that (y not normal; a quotient that is subnormal, infinite or NaN, or 0 from a
+        dividend that is not; a dividend below `MIN_CORRECTED_DIVIDEND`, whose residual could underflow) is divided
+        instead, on a branch marked unlikely; a zero dividend's quotient is the
+        product q, a zero of the right sign. The reciprocal is one scalar division, which LLVM hoists out of the
+        loops the scalar is constant in."""
+        b = self.b
+        count = dividend.type.count
+        reciprocal = b.fdiv(_constant(F32, 1.0), scalar)
+        one = b.insert_element(ir.Constant(ir.VectorType(F32, 1), ir.Undefined), reciprocal, _constant(I32, 0))
+        reciprocals = b.shuffle_vector(one, one, ir.Constant(ir.VectorType(I32, count), [0] * count))
+        fma = "llvm.fma"
+        product = b.fmul(dividend, reciprocals)
+        residual = self.intrinsic(fma, dividend.type, [b.fneg(product), divisor, dividend], [dividend.type])
+        corrected = self.intrinsic(fma, dividend.type, [residual, reciprocals, product], [dividend.type])
+        zero = _constant(dividend.type, 0.0)
+        zero_dividend = b.fcmp_ordered("==", dividend, zero)
+        quotient = b.select(zero_dividend, product, corrected)
+        reciprocal_abs = self.intrinsic("llvm.fabs", F32, [reciprocal], [F32])
+        usable = b.and_(b.fcmp_ordered(">=", reciprocal_abs, _constant(F32, 2.0 ** -126)),
+                        b.fcmp_ordered("<", reciprocal_abs, _constant(F32, float("inf"))))
+        # Below 2^-100 (zero apart) the residual a - s q, a multiple of ulp(s) ulp(q), may underflow and be rounded.
+        magnitude = self.intrinsic("llvm.fabs", dividend.type, [dividend], [dividend.type])
+        tiny = b.and_(b.fcmp_ordered("<", magnitude, _constant(dividend.type, MIN_CORRECTED_DIVIDEND)),
+                      b.not_(zero_dividend))
+        lost = b.and_(b.fcmp_ordered("==", quotient, zero), b.not_(zero_dividend))
+        special = b.or_(self._class_lanes(quotient, _FP_CLASS_SUBNORMAL_INF_OR_NAN, _X86_CLASS_SUBNORMAL_INF_OR_NAN),
+                        b.or_(lost, tiny))
+        common = b.block
+        with b.if_then(b.or_(b.not_(usable), self._any_lane(special)), likely=False):
+            divided = b.fdiv(dividend, divisor)
+            rare = b.block
+        merged = b.phi(dividend.type)
+        merged.add_incoming(quotient, common)
+        merged.add_incoming(divided, rare)
+        return merged
 
     def _bf16_rounded_bits(self, value: ir.Value) -> ir.Value:
         """The bits of f32 `value` with its bf16 rounding (to nearest even, a NaN its sign's quiet NaN) in their high
@@ -622,7 +676,6 @@ _FLOAT_BINARY = {
     "arith.addf": "fadd",
     "arith.subf": "fsub",
     "arith.mulf": "fmul",
-    "arith.divf": "fdiv",
     "arith.remf": "frem",
 }
 _FLOAT_INTRINSICS = {
@@ -660,6 +713,26 @@ for _name, _instruction in _FLOAT_BINARY.items():
     _OPS[_name] = _float_binary(_instruction)
 for _name, _intrinsic in _FLOAT_INTRINSICS.items():
     _OPS[_name] = _float_intrinsic(_intrinsic)
+
+
+@_lowers("arith.divf")
+def _divf(t: _Translator, op: Operation) -> None:
+    """Division; an f32 (or narrower) vector divided by a broadcast scalar corrects its product with the scalar's
+    reciprocal (`_Translator.divide_by_scalar`): vdivps keeps the divider busy for about ten cycles per 16 lanes, and
+    the last walk of softmax over a row (`e / sum`) waits on it; three FMA-unit operations and a class test take
+    about a third of that. Bit for bit the quotient vdivps gives."""
+    source = op.operands[1].owner
+    scalar = None
+    if isinstance(source, Operation) and source.name in ("vector.broadcast", "vector.splat") \
+            and not isinstance(source.operands[0].type, VectorType):
+        scalar = source.operands[0]
+
+    def divide(dividend: ir.Value, divisor: ir.Value) -> ir.Value:
+        if scalar is None or not isinstance(dividend.type, ir.VectorType) or dividend.type.element != F32:
+            return t.b.fdiv(dividend, divisor)
+        return t.divide_by_scalar(dividend, divisor, t.widen(t.get(scalar)))
+
+    t.in_f32(op, divide)
 
 
 @_lowers("arith.negf")
