@@ -243,16 +243,40 @@ def test_a_run_that_cannot_follow_drops_everything_prepared():
     assert len(moves) == 2 and context.prepared(follower) is not followed and context.prepared(sequence) is not run
 
 
-def test_kernels_that_only_write_memory_run_on_the_calling_thread():
-    fill = """HloModule fill
-ENTRY e { z = f32[] constant(0)  ROOT b = f32[256,1024] broadcast(z), dimensions={} }"""
+def test_transcendental_work_weighs_more_than_elements():
     compute = """HloModule compute
 ENTRY e { x = f32[256,1024] parameter(0)  ROOT t = f32[256,1024] tanh(x) }"""
-    (filled,) = [t for t in _compile(fill)[1].thunks.walk() if t.kind == "kernel"]
     (computed,) = [t for t in _compile(compute)[1].thunks.walk() if t.kind == "kernel"]
     # tanh weighs as TRANSCENDENTAL_WORK cheap elements on top of its own (the write)
-    assert filled.pool_work == 0 and computed.pool_work == 256 * 1024 * (1 + TRANSCENDENTAL_WORK) >= SERIAL_ELEMENTS
-    np.testing.assert_array_equal(_compile(fill)[1](), np.zeros((256, 1024), np.float32))
+    assert computed.pool_work == 256 * 1024 * (1 + TRANSCENDENTAL_WORK) >= SERIAL_ELEMENTS
+
+
+# A fill (zeros), then what reads it: nothing (the zeros are the result), a scatter on one thread (narrow windows,
+# no flags), or an elementwise kernel large enough for the pool.
+FILL_RESULT = """HloModule fill
+ENTRY e { z = f32[] constant(0)  ROOT b = f32[256,1024] broadcast(z), dimensions={} }"""
+FILL_SCATTERED = """HloModule scattered
+comb { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT c = f32[] add(a, b) }
+ENTRY e { z = f32[] constant(0)  zeros = f32[16384,16] broadcast(z), dimensions={}
+          i = s32[64,1] parameter(0)  u = f32[64,16] parameter(1)
+          ROOT s = f32[16384,16] scatter(zeros, i, u), update_window_dims={1}, inserted_window_dims={0},
+            scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=comb }"""
+FILL_ADDED = """HloModule added
+ENTRY e { z = f32[] constant(0)  zeros = f32[256,1024] broadcast(z), dimensions={}
+          x = f32[256,1024] parameter(0)  ROOT s = f32[256,1024] add(zeros, x) }"""
+
+
+@pytest.mark.parametrize(("text", "on_pool"), [(FILL_RESULT, True), (FILL_SCATTERED, False), (FILL_ADDED, True)],
+                         ids=["result", "scattered into on one thread", "read on the pool"])
+def test_kernels_that_only_write_memory_run_where_their_reader_runs(text, on_pool):
+    module, executable = _compile(text)
+    kernels = [t for t in executable.thunks.walk() if t.kind == "kernel"]
+    (fill,) = [t for t in kernels if t.fusion.fused_computation.root.opcode == "broadcast"]
+    assert (fill.pool_work > 0) is on_pool
+    rng = np.random.default_rng(4)
+    args = [rng.integers(0, 16384, (64, 1)).astype(np.int32), rng.standard_normal((64, 16)).astype(np.float32)] \
+        if "scatter" in text else [rng.standard_normal((256, 1024)).astype(np.float32)] if "add(" in text else []
+    assert_same(executable(*args), xlapy.evaluate(module, *args), exact_bits=True)
 
 
 EXP_LOG = """f { x = f32[4096] parameter(0)  e = f32[4096] exponential(x)  ROOT l = f32[4096] log(e) }

@@ -39,9 +39,10 @@ from xlapy.hlo.shape_rules.helpers import same_shape
 from xlapy.hlo.shape_rules.inference import infer_shape
 from xlapy.memory import buffer_bytes
 from xlapy.runtime.kernel_cache import cached_kernel, fingerprint
+from xlapy.runtime.thread_pool import runs_serially
 from xlapy.runtime.thunks.all_rules import THUNK_RULES
 from xlapy.runtime.thunks.base import ThunkSequence, allocate, dtype_of, to_buffer
-from xlapy.runtime.thunks.copy import overlaps, same_physical_layout
+from xlapy.runtime.thunks.copy import SliceCopies, overlaps, same_physical_layout
 from xlapy.runtime.thunks.kernel import KernelThunk, fused_array_constants, lone_op_kernel, single_instruction_fusion
 from xlapy.runtime.thunks.registry import thunk_rule
 from xlapy.shapes import Shape
@@ -86,6 +87,7 @@ class ThunkEmitter:
         self.problems: list[tuple[HloInstruction, str]] = []
         # Kernels are compiled once every op is known to be runnable (see ``compile_kernels``).
         self.pending: list[KernelThunk] = []
+        self.fills: list[KernelThunk] = []  # kernels that only write memory (``_is_fill``)
 
     # -- what rules use --------------------------------------------------------------------------------
     def slice(self, instr: HloInstruction, index: tuple[int, ...] = ()) -> BufferSlice:
@@ -158,11 +160,9 @@ class ThunkEmitter:
                 thunk.elements = reduction_output_elements(reduction)  # the side outputs are written per output
             thunk.work = math.prod(reduction.hero.operands[0].shape.dimensions)  # every input element is read
         elif _is_fill(fusion):
-            # Writing memory alone, one core keeps up with the memory (4 MiB of zeros: 222-257 µs on the calling
-            # thread, 242 µs on the pool), and the lines stay in the cache of the core whose kernels read them
-            # next: a loop's state zeroed on the pool and then updated on the calling thread cost 110-140 µs
-            # more per call.
+            # On the calling thread until ``place_fills`` knows who reads what it writes.
             thunk.work = 0
+            self.fills.append(thunk)
         if thunk.work is None and (transcendentals := _transcendental_count(fusion)):
             thunk.work = thunk.elements * (1 + TRANSCENDENTAL_WORK * transcendentals)
         self.pending.append(thunk)
@@ -254,7 +254,39 @@ def emit_thunks(module: HloModule, schedule: ModuleSchedule, assignment: BufferA
     emitter.compile_kernels()
     if emitter.problems:
         raise UnimplementedError(f"the CPU backend cannot run {module.name}: {_listed(module, emitter.problems)}")
+    place_fills(sequence, emitter.fills)
     return sequence
+
+
+def place_fills(sequence: ThunkSequence, fills: Sequence[KernelThunk]) -> None:
+    """Puts each of ``fills`` (kernels that only write memory) on the pool, unless the first thunk after it (in
+    ``sequence``'s order, nested sequences included) that touches what it writes runs on the calling thread: a
+    kernel too small for the pool, a copy, a library call. The lines a fill writes stay in the cache of the core
+    that wrote them, and a reader on another core fetches them from there (4 MiB of zeros scattered into on the
+    calling thread: 332-349 µs with the zeros written there, 360-393 µs with them written on the pool). A fill
+    that nothing reads (a result of the program), or whose reader shares its blocks too, gains from both cores:
+    the zeros alone 208 -> 125 µs, the benchmark's 64-step scan into them 918 -> 771 µs."""
+    order = list(sequence.walk())
+    position = {id(thunk): index for index, thunk in enumerate(order)}
+    for fill in fills:
+        written = [piece for piece, _ in fill.outputs]
+        reader = None
+        for thunk in order[position[id(fill)] + 1:]:
+            if thunk.kind == "control-flow":
+                continue  # its nested thunks follow it in ``order``
+            if isinstance(thunk, KernelThunk):
+                read = [piece for piece, _ in thunk.operands]
+            elif isinstance(thunk, SliceCopies):
+                read = [source for source, _, _ in thunk.pairs]
+            else:
+                reader = thunk  # a library call may read it, on the calling thread
+                break
+            if any(overlaps(piece, out) for piece in read for out in written):
+                reader = thunk
+                break
+        if reader is None or (isinstance(reader, KernelThunk) and
+                              not runs_serially(reader.blocks, reader.pool_work, native=True)):
+            fill.work = None
 
 
 def _listed(module: HloModule, problems: list[tuple[HloInstruction, str]]) -> str:
