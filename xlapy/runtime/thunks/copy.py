@@ -61,48 +61,51 @@ class SliceCopies(Thunk):
         """The copies as byte moves between addresses resolved (and checked) once; staged copies go through
         temporaries made once too."""
         moves = [(context.bytes(d)[:n], context.bytes(s)[:n]) for s, d, n in self.pairs]
-        copies = self._prepare_moves(moves)
-        # The same moves for a run of native steps (the context keeps the slices' memory alive, ``copies`` the
-        # temporaries).
-        copies.native_steps = tuple(  # type: ignore[attr-defined]
-            move(d.ctypes.data, s.ctypes.data, d.nbytes) for d, s in copies.moves)
-        return copies
-
-    def _prepare_moves(self, moves: list[tuple[np.ndarray, np.ndarray]]) -> Callable[[], None]:
-        if not self.staged:
-            # byte memoryviews assigned to each other (a memcpy): a few times cheaper per call than ctypes'
-            # memmove, which matters for a loop's small state values, copied every iteration
-            views = tuple((memoryview(d), memoryview(s)) for d, s in moves)
-            if len(views) == 1:
-                ((destination, source),) = views
-
-                def copy_one() -> None:
-                    destination[:] = source
-
-                copy_one.moves = moves  # type: ignore[attr-defined]
-                return copy_one
-
-            def copy_each() -> None:
-                for destination, source in views:
-                    destination[:] = source
-
-            copy_each.moves = moves  # type: ignore[attr-defined]
-            return copy_each
-        temporaries = [np.empty(n, np.uint8) for _, _, n in self.pairs]
-        moves = [*((t, s) for t, (_, s) in zip(temporaries, moves)), *((d, t) for t, (d, _) in zip(temporaries, moves))]
-        # memmove between addresses: what numpy's copy would do, without its per-call overhead (the arrays are
-        # kept alive by the context, the temporaries by the closure).
-        steps = tuple(functools.partial(ctypes.memmove, d.ctypes.data, s.ctypes.data, d.nbytes) for d, s in moves)
-
-        def copy_all(steps=steps, temporaries=temporaries) -> None:
-            for step in steps:
-                step()
-
-        copy_all.moves = moves  # type: ignore[attr-defined]
-        return copy_all
+        if self.staged:
+            temporaries = [np.empty(n, np.uint8) for _, _, n in self.pairs]
+            moves = [*((t, s) for t, (_, s) in zip(temporaries, moves)),
+                     *((d, t) for t, (d, _) in zip(temporaries, moves))]
+            run = _memmoves(moves)
+        else:
+            run = _view_copies(moves)
+        # The same moves as native steps (the context keeps the slices' memory alive, ``run`` the temporaries).
+        run.native_steps = tuple(  # type: ignore[attr-defined]
+            move(d.ctypes.data, s.ctypes.data, d.nbytes) for d, s in moves)
+        return run
 
     def __bool__(self) -> bool:
         return bool(self.pairs)
+
+
+def _view_copies(moves: list[tuple[np.ndarray, np.ndarray]]) -> Callable[[], None]:
+    """Each (destination, source) pair's bytes assigned as memoryviews (a memcpy): a few times cheaper per call
+    than ctypes' memmove, which matters for a loop's small state values, copied every iteration."""
+    views = tuple((memoryview(d), memoryview(s)) for d, s in moves)
+    if len(views) == 1:
+        ((destination, source),) = views
+
+        def copy_one() -> None:
+            destination[:] = source
+
+        return copy_one
+
+    def copy_each() -> None:
+        for destination, source in views:
+            destination[:] = source
+
+    return copy_each
+
+
+def _memmoves(moves: list[tuple[np.ndarray, np.ndarray]]) -> Callable[[], None]:
+    """memmove between the pairs' addresses, in order: what numpy's copy would do, without its per-call overhead
+    (the arrays are kept alive by the context, the temporaries among them by the closure)."""
+    steps = tuple(functools.partial(ctypes.memmove, d.ctypes.data, s.ctypes.data, d.nbytes) for d, s in moves)
+
+    def copy_all(steps=steps, moves=moves) -> None:
+        for step in steps:
+            step()
+
+    return copy_all
 
 
 def leaf_copies(name: str, sources: list, destinations: list) -> SliceCopies:
