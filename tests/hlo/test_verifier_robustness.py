@@ -129,6 +129,8 @@ ENTRY e {
     ("r", "dimensions", [5], "instruction r: dimensions={5} of reduce: dimension 5 is out of range for f32[2,3] "
                              "of rank 2"),
     ("r", "dimensions", "{a}", "attribute dimensions of reduce must be a list of integers, got {a}"),
+    # the text of a good list is refused too: the interpreter and the emitters read the attribute as it is
+    ("r", "dimensions", "{1}", "attribute dimensions of reduce must be a list of integers, got {1}"),
     ("tr", "dimensions", [], "dimensions={} of transpose must be a permutation of the 2 dimensions of f32[2,3]"),
     ("c", "dimensions", [], "concatenate needs exactly one dimension, got dimensions={}"),
     ("c", "dimensions", [-1], "concatenate dimension -1 is out of range for f32[2,3]"),

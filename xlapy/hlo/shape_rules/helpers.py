@@ -96,13 +96,11 @@ def int_attr(instr: HloInstruction, name: str, default: Any = _MISSING) -> int:
 
 def ints_attr(instr: HloInstruction, name: str, default: Any = _MISSING) -> tuple[int, ...]:
     value = attr(instr, name, default)
-    if isinstance(value, str):
-        text = value.strip()
-        if not re.fullmatch(r"\{\s*(-?[0-9]{1,19}\s*(,\s*-?[0-9]{1,19}\s*)*)?\}", text):
-            fail(f"attribute {name} of {instr.opcode} must be a list of integers, got {value}")
-        return tuple(int(v) for v in re.findall(r"-?[0-9]+", text))
+    # Not the text of a list ("{1,2}"): the parser reads every list attribute into a tuple, and the interpreter and
+    # the emitters read the attribute itself, which must then be the list this accepted.
     if not isinstance(value, (list, tuple)) or not all(is_int(v) for v in value):
-        fail(f"attribute {name} of {instr.opcode} must be a list of integers, got {value!r}")
+        fail(f"attribute {name} of {instr.opcode} must be a list of integers, got "
+             f"{value if isinstance(value, str) else repr(value)}")
     return tuple(int(v) for v in value)
 
 
