@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import xlapy
-from tests.runtime.test_thunks_control_flow import SWAP
-from tools.compare import assert_same
+from tests.runtime.test_thunks_control_flow import SWAP, _compile_and_compare
 from xlapy.runtime import native_pool, native_steps
 from xlapy.runtime.thunks.control_flow import WhileThunk
 
@@ -34,14 +33,6 @@ def native_calls(monkeypatch):
 
     monkeypatch.setattr(native_steps, "_runner", counting_runner)
     return calls
-
-
-def _compile_and_compare(text: str, *args):
-    module = xlapy.parse_hlo(text)
-    executable = xlapy.compile(module, run_hlo_passes=False)
-    got = executable(*args)
-    assert_same(got, xlapy.evaluate(module, *args), exact_bits=True)
-    return executable, got
 
 
 def _while_thunk(executable) -> WhileThunk:
