@@ -121,6 +121,7 @@ ENTRY e {
     ("g", "index", [0], "instruction g: attribute index of get-tuple-element must be an integer, got [0]"),
     ("g", "index", True, "attribute index of get-tuple-element must be an integer, got True"),
     ("g", "index", "9" * 5000, "attribute index of get-tuple-element must be an integer"),
+    ("g", "index", "1", "attribute index of get-tuple-element must be an integer, got 1"),  # text, not the parser's
     ("g", "index", None, "instruction g: get-tuple-element needs attribute index"),
     ("sl", "slice", True, "instruction sl: attribute slice of slice must be [start:limit:stride] per dimension, "
                           "got True"),

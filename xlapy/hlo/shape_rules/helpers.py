@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from xlapy.errors import VerifyError
+from xlapy.hlo.attributes import Verbatim
 from xlapy.hlo.ir import HloComputation, HloInstruction
 from xlapy.shapes import UNBOUNDED_SIZE, Shape, TypeKind
 
@@ -85,12 +86,15 @@ def is_int(value: Any) -> bool:
 
 def int_attr(instr: HloInstruction, name: str, default: Any = _MISSING) -> int:
     value = attr(instr, name, default)
-    if isinstance(value, str):  # attributes the parser keeps verbatim, e.g. topk's k
+    # The text the parser keeps for an attribute it does not model is read as the integer it spells; any other
+    # string is refused: the interpreter and the emitters read the attribute itself.
+    if isinstance(value, Verbatim):
         if not re.fullmatch(r"-?[0-9]{1,19}", value.strip()):
             fail(f"attribute {name} of {instr.opcode} must be an integer, got {value}")
         return int(value)
     if not is_int(value):
-        fail(f"attribute {name} of {instr.opcode} must be an integer, got {value!r}")
+        fail(f"attribute {name} of {instr.opcode} must be an integer, got "
+             f"{value if isinstance(value, str) else repr(value)}")
     return int(value)
 
 
