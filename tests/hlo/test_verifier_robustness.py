@@ -274,3 +274,17 @@ ENTRY e { x = f32[8,6] parameter(0)  ROOT t = RESULT custom-call(x), custom_call
     verify(parse_module(text.replace("RESULT", "f32[2,6]")))
     assert "custom-call SPMDFullToShardShape keeps the element type and rank of operand 0: f32[8,6] cannot become " \
            "f32[48]" in _verify_error(text.replace("RESULT", "f32[48]"))
+
+
+@pytest.mark.parametrize("value", ["false", "true", 1, 0.0, None])
+def test_boolean_attributes_hold_booleans(value):
+    # The emitters read the scatter's flags as truth values: the string "false" would pick the parallel path.
+    module = parse_module("""HloModule flags
+comb { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT c = f32[] add(a, b) }
+ENTRY e { x = f32[64,8] parameter(0)  i = s32[20,1] parameter(1)  u = f32[20,8] parameter(2)
+  ROOT s = f32[64,8] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0},
+    scatter_dims_to_operand_dims={0}, index_vector_dim=1, unique_indices=true, to_apply=comb }""")
+    verify(module)
+    module.entry.root.attributes["unique_indices"] = value
+    with pytest.raises(VerifyError, match=f"attribute unique_indices of scatter must be true or false, got {value!r}"):
+        verify(module)

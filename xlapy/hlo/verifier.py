@@ -12,7 +12,10 @@ shape rules only ever see well-formed graphs.
 
 from __future__ import annotations
 
+import numpy as np
+
 from xlapy.errors import VerifyError, XlapyError
+from xlapy.hlo.attributes import ATTRIBUTES, BOOL
 from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlapy.hlo.opcodes import OPCODES
 from xlapy.hlo.shape_rules.helpers import same_shape, show, without_layout
@@ -43,8 +46,20 @@ def verify(module: HloModule) -> None:
     for computation in module.computations:
         _check_users_and_order(computation, owners)
     for computation in module.computations:
+        _check_flags(computation)
         _check_shapes(computation)
     _check_entry_layout(module)
+
+
+def _check_flags(computation: HloComputation) -> None:
+    """Boolean attributes (``unique_indices``, ``is_stable``, ...) hold booleans, as the parser makes them: the
+    emitters and the runtime read them as truth values, so any other value (a string "false", a number) would
+    silently pick a code path."""
+    for instr in computation.instructions:
+        for name, value in instr.attributes.items():
+            if ATTRIBUTES.get(name) is BOOL and not isinstance(value, (bool, np.bool_)):
+                raise _error(computation, f"attribute {name} of {instr.opcode} must be true or false, got {value!r}",
+                             instr)
 
 
 def _error(computation: HloComputation, message: str, instr: HloInstruction | None = None) -> VerifyError:
