@@ -16,6 +16,7 @@ import xlapy
 from tests.interpreter.test_topk_custom_call import TOPK_TEMPLATE
 from xlapy.errors import VerifyError, XlapyError
 from xlapy.hlo import HloComputation, HloInstruction, HloModule, parse_module, verify
+from xlapy.hlo.attributes import ATTRIBUTES, print_attribute
 from xlapy.shapes import Shape, parse_shape
 
 TESTS = Path(__file__).parent.parent
@@ -286,5 +287,42 @@ ENTRY e { x = f32[64,8] parameter(0)  i = s32[20,1] parameter(1)  u = f32[20,8] 
     scatter_dims_to_operand_dims={0}, index_vector_dim=1, unique_indices=true, to_apply=comb }""")
     verify(module)
     module.entry.root.attributes["unique_indices"] = value
-    with pytest.raises(VerifyError, match=f"attribute unique_indices of scatter must be true or false, got {value!r}"):
+    shown = value if isinstance(value, str) else repr(value)
+    with pytest.raises(VerifyError, match=f"attribute unique_indices of scatter must be true or false, got {shown}$"):
         verify(module)
+
+
+def _modelled_attributes() -> list[tuple[Path, str, str]]:
+    """For each attribute name xlapy models, the first file of the suite and instruction that has it."""
+    found: dict[str, tuple[Path, str, str]] = {}
+    for path in _HLO_FILES:
+        with contextlib.suppress(XlapyError):
+            for computation in parse_module(path.read_text()).computations:
+                for instr in computation.instructions:
+                    for name in instr.attributes:
+                        if name in ATTRIBUTES:
+                            found.setdefault(name, (path, instr.name, name))
+    return [found[name] for name in sorted(found)]
+
+
+_MODELLED = _modelled_attributes()
+
+
+def test_the_suite_has_every_kind_of_attribute():
+    assert {id(ATTRIBUTES[name]) for _, _, name in _MODELLED} == {id(kind) for kind in ATTRIBUTES.values()}
+
+
+@pytest.mark.parametrize("path, instruction, name", _MODELLED, ids=lambda v: v if isinstance(v, str) else v.name)
+def test_an_attribute_of_another_form_is_refused(path, instruction, name):
+    # Its printed text in place of the value (or a number in place of a text): what an edit or a pass could set.
+    # The interpreter and the emitters read the attribute as it is, so verification must not accept it.
+    module = parse_module(path.read_text())
+    verify(module)
+    instr = next(i for c in module.computations for i in c.instructions if i.name == instruction)
+    kind = ATTRIBUTES[name]
+    wrong = 7 if kind.holds("text") else print_attribute(name, instr.attributes[name])
+    instr.attributes[name] = wrong
+    with pytest.raises(VerifyError) as error:
+        verify(module)
+    assert f"instruction {instruction}: attribute {name} of {instr.opcode} must be {kind.spelling}, got {wrong}" \
+        in str(error.value)

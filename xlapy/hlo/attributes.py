@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from xlapy.syntax import Cursor
 
 
@@ -134,10 +136,36 @@ class PaddingDimension:
 
 @dataclass(frozen=True)
 class AttributeKind:
-    """How to read and print one kind of attribute value."""
+    """How to read and print one kind of attribute value, and what the parser makes of it: ``holds(value)`` tells
+    whether a value (set by a pass, a frontend or an edit) is of that form, described by ``spelling``."""
 
     read: Callable[[Cursor], Any]
     print: Callable[[Any], str]
+    holds: Callable[[Any], bool]
+    spelling: str
+
+
+def is_int(value: Any) -> bool:
+    """An integer, not a boolean (numpy's included)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, (bool, np.bool_))
+
+
+def _is_sequence_of(holds: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda value: isinstance(value, (tuple, list)) and all(holds(v) for v in value)
+
+
+def _is_record(kind: type) -> Callable[[Any], bool]:
+    """A ``kind`` record whose fields hold integers (booleans where the field's default is one)."""
+    return lambda value: isinstance(value, kind) and all(
+        _is_bool(v) if isinstance(getattr(kind, name, None), bool) else is_int(v) for name, v in vars(value).items())
+
+
+def _is_str(value: Any) -> bool:
+    return isinstance(value, str) and not isinstance(value, Verbatim)
 
 
 # -- readers and printers -------------------------------------------------------
@@ -347,17 +375,25 @@ def _print_backend_config(text: str) -> str:
     return text if _lexes_as_json_dict(text) else quote(text)
 
 
-INT = AttributeKind(lambda c: c.int("an integer"), str)
-BOOL = AttributeKind(_read_bool, lambda v: "true" if v else "false")
-WORD = AttributeKind(_read_word, str)
-STRING = AttributeKind(read_string, quote)
-INT_LIST = AttributeKind(_read_int_list, _print_int_list)
-INT_LIST_LIST = AttributeKind(_read_int_list_list, _print_int_list_list)
-COMPUTATION = AttributeKind(_read_computation_name, lambda name: f"%{name}")
-COMPUTATION_LIST = AttributeKind(_read_computation_list, lambda names: "{" + ", ".join(f"%{n}" for n in names) + "}")
-SLICE = AttributeKind(_read_slice, _print_slice)
-PADDING = AttributeKind(_read_padding, _print_padding)
-WINDOW = AttributeKind(_read_window, _print_window)
+_is_int_list = _is_sequence_of(is_int)
+_is_int_list_list = _is_sequence_of(_is_int_list)
+
+INT = AttributeKind(lambda c: c.int("an integer"), str, is_int, "an integer")
+BOOL = AttributeKind(_read_bool, lambda v: "true" if v else "false", _is_bool, "true or false")
+WORD = AttributeKind(_read_word, str, _is_str, "a word")
+STRING = AttributeKind(read_string, quote, _is_str, "a string")
+INT_LIST = AttributeKind(_read_int_list, _print_int_list, _is_int_list, "a list of integers")
+INT_LIST_LIST = AttributeKind(_read_int_list_list, _print_int_list_list, _is_int_list_list,
+                              "a list of lists of integers")
+COMPUTATION = AttributeKind(_read_computation_name, lambda name: f"%{name}", _is_str, "a computation name")
+COMPUTATION_LIST = AttributeKind(_read_computation_list, lambda names: "{" + ", ".join(f"%{n}" for n in names) + "}",
+                                 _is_sequence_of(_is_str), "a list of computation names")
+SLICE = AttributeKind(_read_slice, _print_slice, _is_sequence_of(_is_record(SliceDimension)),
+                      "[start:limit:stride] per dimension")
+PADDING = AttributeKind(_read_padding, _print_padding, _is_sequence_of(_is_record(PaddingDimension)),
+                        "low_high_interior per dimension")
+WINDOW = AttributeKind(_read_window, _print_window, _is_sequence_of(_is_record(WindowDimension)),
+                       "a window (size, stride, padding, dilations per dimension)")
 
 ATTRIBUTES: dict[str, AttributeKind] = {
     **dict.fromkeys([
@@ -378,17 +414,18 @@ ATTRIBUTES: dict[str, AttributeKind] = {
     ], BOOL),
     **dict.fromkeys(["kind", "direction", "type", "distribution", "algorithm", "fft_type", "api_version",
                      "schedule", "custom_call_schedule"], WORD),
-    "dim_labels": AttributeKind(_read_dim_labels, str),
+    "dim_labels": AttributeKind(_read_dim_labels, str, _is_str, "dimension labels like b01f_01io->b01f"),
     **dict.fromkeys(["custom_call_target"], STRING),
     **dict.fromkeys(["to_apply", "calls", "condition", "body", "true_computation", "false_computation",
                      "select", "scatter"], COMPUTATION),
     **dict.fromkeys(["branch_computations", "called_computations"], COMPUTATION_LIST),
     "source_target_pairs": INT_LIST_LIST,
-    "slice_sizes": AttributeKind(_read_int_list_or_lists, _print_int_list_or_lists),
+    "slice_sizes": AttributeKind(_read_int_list_or_lists, _print_int_list_or_lists,
+                                 lambda v: _is_int_list(v) or _is_int_list_list(v), "a list of integers or of lists"),
     "slice": SLICE,
     "padding": PADDING,
     "window": WINDOW,
-    "backend_config": AttributeKind(_read_backend_config, _print_backend_config),
+    "backend_config": AttributeKind(_read_backend_config, _print_backend_config, _is_str, "a string"),
 }
 
 

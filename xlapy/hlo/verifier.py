@@ -12,10 +12,8 @@ shape rules only ever see well-formed graphs.
 
 from __future__ import annotations
 
-import numpy as np
-
 from xlapy.errors import VerifyError, XlapyError
-from xlapy.hlo.attributes import ATTRIBUTES, BOOL
+from xlapy.hlo.attributes import ATTRIBUTES
 from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlapy.hlo.opcodes import OPCODES
 from xlapy.hlo.shape_rules.helpers import same_shape, show, without_layout
@@ -46,19 +44,22 @@ def verify(module: HloModule) -> None:
     for computation in module.computations:
         _check_users_and_order(computation, owners)
     for computation in module.computations:
-        _check_flags(computation)
+        _check_attribute_kinds(computation)
         _check_shapes(computation)
     _check_entry_layout(module)
 
 
-def _check_flags(computation: HloComputation) -> None:
-    """Boolean attributes (``unique_indices``, ``is_stable``, ...) hold booleans, as the parser makes them: the
-    emitters and the runtime read them as truth values, so any other value (a string "false", a number) would
-    silently pick a code path."""
+def _check_attribute_kinds(computation: HloComputation) -> None:
+    """Every attribute xlapy models holds a value of the form the parser makes of it (``AttributeKind.holds``),
+    wherever the instruction came from: the interpreter, the emitters and the runtime read the attribute itself,
+    so a value of another form (a string "false" for a boolean, the text "{1,2}" for a list, "1" for an integer)
+    would crash them or silently pick a code path."""
     for instr in computation.instructions:
         for name, value in instr.attributes.items():
-            if ATTRIBUTES.get(name) is BOOL and not isinstance(value, (bool, np.bool_)):
-                raise _error(computation, f"attribute {name} of {instr.opcode} must be true or false, got {value!r}",
+            kind = ATTRIBUTES.get(name)
+            if kind is not None and not kind.holds(value):
+                shown = value if isinstance(value, str) else repr(value)
+                raise _error(computation, f"attribute {name} of {instr.opcode} must be {kind.spelling}, got {shown}",
                              instr)
 
 

@@ -11,10 +11,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, NoReturn
 
-import numpy as np
-
 from xlapy.errors import VerifyError
-from xlapy.hlo.attributes import Verbatim
+from xlapy.hlo.attributes import Verbatim, is_int
 from xlapy.hlo.ir import HloComputation, HloInstruction
 from xlapy.shapes import UNBOUNDED_SIZE, Shape, TypeKind
 
@@ -78,10 +76,6 @@ def attr(instr: HloInstruction, name: str, default: Any = _MISSING) -> Any:
     if default is _MISSING:
         fail(f"{instr.opcode} needs attribute {name}")
     return default
-
-
-def is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def int_attr(instr: HloInstruction, name: str, default: Any = _MISSING) -> int:
