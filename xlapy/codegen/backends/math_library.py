@@ -89,6 +89,15 @@ def _like(type: ir.Type, element: ir.Type) -> ir.Type:
     return ir.VectorType(element, type.count) if isinstance(type, ir.VectorType) else element
 
 
+def _clamp(builder: ir.IRBuilder, x: ir.Value, low: float, high: float) -> ir.Value:
+    """``x`` limited to [low, high] (both exact in x's type), NaN kept: as ``Emitter.clamp``, in x's own type."""
+    low_value, high_value = (ir.Constant(x.type, v) if not isinstance(x.type, ir.VectorType)
+                             else ir.Constant(x.type, [ir.Constant(x.type.element, v)] * x.type.count)
+                             for v in (low, high))
+    x = builder.select(builder.fcmp_ordered("<", x, low_value), low_value, x)
+    return builder.select(builder.fcmp_ordered(">", x, high_value), high_value, x)
+
+
 def math_function(module: ir.Module, op: str, type: ir.Type) -> ir.Function:
     """The internal always-inline function computing `op` (a name of MATH_OPS, MLIR's math op names) on values
     of the float type `type` (a scalar or a vector of one: then every lane at once, with vector instructions);
@@ -115,6 +124,8 @@ def math_function(module: ir.Module, op: str, type: ir.Type) -> ir.Function:
     if not isinstance(element, ir.FloatType):
         # 16-bit floats go through f32: both conversions are exact or single roundings
         args = [builder.fpext(a, _like(type, F32)) for a in args]
+    if spec.f32_domain is not None:
+        args = [_clamp(builder, a, *spec.f32_domain) for a in args]
     result = (spec.f32 or spec.f64)(e, *(builder.fpext(a, _like(type, F64)) for a in args))
     result = builder.fptrunc(result, _like(type, F32))
     if not isinstance(element, ir.FloatType):

@@ -315,14 +315,18 @@ class Op:
     arity: int
     f64: Kernel
     f32: Kernel | None  # evaluated in f64 for f32 (and f16/bf16) arguments, then rounded once; None: use f64
+    # The interval the f32 kernel's argument is clamped to, in f32 before it is extended (the kernel assumes it):
+    # a clamp of the extended value takes twice the instructions, an f32 vector being two f64 vectors.
+    f32_domain: tuple[float, float] | None = None
 
 
 OPS: dict[str, Op] = {}
 
 
 def register(
-    name: str, arity: int = 1, *, f64: Kernel, f32: Kernel | None = None, aliases: tuple[str, ...] = ()
+    name: str, arity: int = 1, *, f64: Kernel, f32: Kernel | None = None, aliases: tuple[str, ...] = (),
+    f32_domain: tuple[float, float] | None = None,
 ) -> None:
     """Makes `name` (and its aliases) a math library op computed by the given kernels."""
     for n in (name, *aliases):
-        OPS[n] = Op(arity, f64, f32)
+        OPS[n] = Op(arity, f64, f32, f32_domain)

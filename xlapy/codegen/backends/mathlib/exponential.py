@@ -99,15 +99,23 @@ def exp_scale_table() -> list[float]:
     return list(struct.unpack(f"<{EXP_TABLE_SIZE}d", struct.pack(f"<{EXP_TABLE_SIZE}q", *adjusted)))
 
 
+# exp overflows f32 above 88.73 and rounds to 0 below -103.98: arguments clamped to this interval give the same f32
+# results, and keep the scale s below a normal double.
+EXP32_DOMAIN = (-110.0, 120.0)
+
+
 def exp32(e: Emitter, x: ir.Value) -> ir.Value:
+    """exp of an f64 value (an f32 argument extended, or computed from one), rounded once to f32 by the caller."""
+    return exp32_in_domain(e, e.clamp(x, *EXP32_DOMAIN))
+
+
+def exp32_in_domain(e: Emitter, x: ir.Value) -> ir.Value:
     # x = n ln2/16 + r with n = 16 m + j the integer nearest to x 16/ln2, |r| <= ln2/32 (plus 1e-14): exp(x) = s e^r
     # with s = 2^m 2^(j/16), exact (a table entry plus n << 48 as integers, see exp_scale_table), and
     # e^r - 1 = r + r^2 P(r) (degree 6, minimax, 1.2e-17), so exp(x) = s + s (e^r - 1) rounded once. Relative error
     # 2.0e-16 at most (measured against mpmath on 200,000 arguments). Sixteen entries fit in two AVX-512 registers
     # (`register_table`: a permute per 8 lanes): the former table of 2^(j/256) took a gather from memory and, with
-    # a degree-4 polynomial and the multiplication by 2^m, 10-20% more time. The clamp keeps s a normal double: exp
-    # overflows f32 above 88.73 and rounds to 0 below -103.98.
-    x = e.clamp(x, -110.0, 120.0)
+    # a degree-4 polynomial and the multiplication by 2^m, 10-20% more time. x lies in EXP32_DOMAIN.
     t = e.fma(x, LOG2E * EXP_TABLE_SIZE, SHIFT)
     kf = e.sub(t, SHIFT)
     n = e.bits(t)  # SHIFT_BITS + n: the table reads the low 4 bits, the shift by 48 pushes SHIFT_BITS out
@@ -119,7 +127,7 @@ def exp32(e: Emitter, x: ir.Value) -> ir.Value:
     return e.fma(scale, expm1_r, scale)
 
 
-register("exp", f64=exp64, f32=exp32)
+register("exp", f64=exp64, f32=exp32_in_domain, f32_domain=EXP32_DOMAIN)
 
 
 def exp2_reduce(e: Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value]:
