@@ -7,7 +7,10 @@ message names the computation, the instruction and the rule, e.g.
 shape, got f32[2] and f32[3]``.
 
 Structure is checked for every computation before any shape, so that the
-shape rules only ever see well-formed graphs.
+shape rules only ever see well-formed graphs. Every attribute xlapy models
+must hold a value of the form the parser gives it (``AttributeKind.holds``):
+passes, frontends and edits set attributes too, and the interpreter and the
+emitters read them as they are.
 """
 
 from __future__ import annotations
