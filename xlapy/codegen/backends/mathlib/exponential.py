@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import decimal
+import functools
 import struct
 from dataclasses import dataclass
 
@@ -128,7 +129,8 @@ def exp32_in_domain(e: Emitter, x: ir.Value) -> ir.Value:
     return e.fma(scale, expm1_r, scale)
 
 
-register("exp", f64=exp64, f32=exp32_in_domain, f32_domain=EXP32_DOMAIN, f32_vector=exp32_vector)
+register("exp", f64=exp64, f32=exp32_in_domain, f32_domain=EXP32_DOMAIN,
+         f32_vector=functools.partial(exp32_vector, powers=tuple(exp_table())))
 
 
 def exp2_reduce(e: Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value]:

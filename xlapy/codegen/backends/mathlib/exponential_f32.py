@@ -14,7 +14,7 @@ For one lane (x an f32, |n| < 4096):
    n L1 and n L2 are exact and so are r1 = x - n L1 and rh = r1 - n L2 (the differences fit in 24 bits, checked
    on every f32 by tests/codegen/test_exp_f32.py); rl = -n L3 (|rl| < 2^-21, rounded once).
 2. exp(x) = 2^m T_j e^(rh + rl), T_j = 2^(j/16) = thi + tlo (two 16-entry tables, one register each, read with a
-   permute), |rh| <= ln2/32.
+   permute; `f32_pairs` of the f64 kernel's table), |rh| <= ln2/32.
 3. e^(rh + rl) = 1 + rh + small, small = rh^2 Q(rh) + rl (1 + rh), Q the Taylor polynomial 1/2 + rh/6 + rh^2/24
    + rh^3/120 (truncation below 2^-42).
 4. T e^r = s + tail: s = thi (1 + rh) rounded, e1 = thi (1 + rh) - s to 2^-48, tail = thi small + e1 + tlo (1 + rh).
@@ -67,28 +67,28 @@ CLAMP = (-110.0, 89.0)
 
 
 @functools.cache
-def scale_tables() -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """(thi, tlo): 2^(j/16) = thi[j] + tlo[j] to ~2^-48, both f32, from the correctly rounded doubles of
-    `exponential.exp_table`."""
-    from xlapy.codegen.backends.mathlib.exponential import exp_table
-
-    powers = np.array(exp_table())
-    high = powers.astype(np.float32)
-    low = (powers - high.astype(np.float64)).astype(np.float32)
+def f32_pairs(powers: tuple[float, ...]) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(thi, tlo): each double of ``powers`` (2^(j/16) correctly rounded, `exponential.exp_table`) as the sum of two
+    f32, to ~2^-48."""
+    wide = np.array(powers)
+    high = wide.astype(np.float32)
+    low = (wide - high.astype(np.float64)).astype(np.float32)
     return tuple(map(float, high)), tuple(map(float, low))
 
 
-def exp32_vector(b: ir.IRBuilder, x: ir.Value, slow: Callable[[ir.Value], ir.Value]) -> ir.Value | None:
+def exp32_vector(b: ir.IRBuilder, x: ir.Value, slow: Callable[[ir.Value], ir.Value], *,
+                 powers: tuple[float, ...]) -> ir.Value | None:
     """exp of the f32 vector ``x`` (16 times a power of two lanes, on an AVX-512 host; else None), each lane the
     f64 kernel's result: 16 lanes at a time, the f32 form's where all of them pass the rounding test, else
-    ``slow(lanes)`` (the f64 kernel, which the caller emits) on a branch marked unlikely."""
+    ``slow(lanes)`` (the f64 kernel, which the caller emits) on a branch marked unlikely. ``powers``: 2^(j/16)
+    for j < 16, the doubles of the f64 kernel's table."""
     lanes = x.type.count
     if lanes % LANES or (lanes // LANES) & (lanes // LANES - 1) or not host_has_avx512():
         return None
     pieces = []
     for first in range(0, lanes, LANES):
         part = vector_lanes(b, x, first, LANES)
-        fast, fails = _exp_lanes(b, part)
+        fast, fails = _exp_lanes(b, part, f32_pairs(powers))
         fast_block = b.block
         with b.if_then(b.icmp_unsigned("!=", b.bitcast(fails, I16), ir.Constant(I16, 0)), likely=False):
             checked = slow(part)
@@ -102,7 +102,8 @@ def exp32_vector(b: ir.IRBuilder, x: ir.Value, slow: Callable[[ir.Value], ir.Val
     return pieces[0]
 
 
-def _exp_lanes(b: ir.IRBuilder, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+def _exp_lanes(b: ir.IRBuilder, x: ir.Value, tables: tuple[tuple[float, ...], tuple[float, ...]]) \
+        -> tuple[ir.Value, ir.Value]:
     """(exp of the 16 lanes of ``x``, the <16 x i1> of the lanes that need the f64 kernel)."""
     module = b.module
     fma = _intrinsic(module, "llvm.fma.v16f32", V16F32, [V16F32] * 3)
@@ -123,7 +124,7 @@ def _exp_lanes(b: ir.IRBuilder, x: ir.Value) -> tuple[ir.Value, ir.Value]:
     # vpermps reads the low 4 bits of each index: j = n mod 16, from the low bits of ``shifted``
     permute = _intrinsic(module, "llvm.x86.avx512.permvar.sf.512", V16F32, [V16F32, V16I32])
     index = b.bitcast(shifted, V16I32)
-    high_table, low_table = (ir.Constant(V16F32, [ir.Constant(F32, v) for v in t]) for t in scale_tables())
+    high_table, low_table = (ir.Constant(V16F32, [ir.Constant(F32, v) for v in t]) for t in tables)
     thi, tlo = b.call(permute, [high_table, index]), b.call(permute, [low_table, index])
     r2 = b.fmul(rh, rh)
     q = b.call(fma, [rh, f(Q[3]), f(Q[2])])
