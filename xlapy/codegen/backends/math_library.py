@@ -20,7 +20,7 @@ tanh (on gelu's critical path) a table of tanh(j/512) and a short series, withou
 rational's throughput, exp (and logistic, through it) a table of 2^(j/16) and a degree-6 polynomial, log no
 subnormal scaling, cbrt no final Newton step. The vector forms of the f32 exp on AVX-512 hosts compute 16 lanes at
 a time in f32 and keep the f64 kernel for the lanes whose rounding they cannot decide (`mathlib/exponential_f32.py`:
-the same results, 20% less time). f64 uses fdlibm-style algorithms (Cody-Waite and Payne-Hanek
+the same results, 12-20% less time). f64 uses fdlibm-style algorithms (Cody-Waite and Payne-Hanek
 reductions, minimax polynomials) with double-double arithmetic (2Sum, fma products) where a rounding would cost an
 ulp. f64 logistic is XLA's 1 / (1 + e^-x) rounded as the interpreter rounds it (see `logistic64`). The kernels live
 in the `mathlib` package (one module per family); the polynomial and rational coefficients in

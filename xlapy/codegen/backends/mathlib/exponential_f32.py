@@ -11,8 +11,8 @@ For one lane (x an f32, |n| < 4096):
 
 1. Reduction: n = round(16 x / ln2) (from x 16/ln2 + 1.5 2^23 rounded, whose low bits hold n; j = n mod 16 and
    m = floor(n / 16)), r = x - n ln2/16 as rh + rl. ln2/16 = L1 + L2 + L3 with L1 and L2 of 12 bits, so
-   n L1 and n L2 are exact and so are r1 = x - n L1 and rh = r1 - n L2 (the differences fit in 24 bits, checked
-   on every f32 by tests/codegen/test_exp_f32.py); rl = -n L3 (|rl| < 2^-21, rounded once).
+   n L1 and n L2 are exact and so are r1 = x - n L1 and rh = r1 - n L2 (the differences fit in 24 bits); rl =
+   -n L3 (|rl| < 2^-21, rounded once).
 2. exp(x) = 2^m T_j e^(rh + rl), T_j = 2^(j/16) = thi + tlo (two 16-entry tables, one register each, read with a
    permute; `f32_pairs` of the f64 kernel's table), |rh| <= ln2/32.
 3. e^(rh + rl) = 1 + rh + small, small = rh^2 Q(rh) + rl (1 + rh), Q the Taylor polynomial 1/2 + rh/6 + rh^2/24
@@ -44,7 +44,7 @@ from llvmlite import ir
 from xlapy.codegen.backends.mathlib.emitter import concatenate_vectors, host_has_avx512, vector_lanes
 
 F32 = ir.FloatType()
-I1, I16, I32 = ir.IntType(1), ir.IntType(16), ir.IntType(32)
+I16, I32 = ir.IntType(16), ir.IntType(32)
 # The lanes of one AVX-512 register of f32: the permutes and the scaling work on that many at a time.
 LANES = 16
 V16F32, V16I32 = ir.VectorType(F32, LANES), ir.VectorType(I32, LANES)
@@ -78,9 +78,9 @@ def f32_pairs(powers: tuple[float, ...]) -> tuple[tuple[float, ...], tuple[float
 
 def exp32_vector(b: ir.IRBuilder, x: ir.Value, slow: Callable[[ir.Value], ir.Value], *,
                  powers: tuple[float, ...]) -> ir.Value | None:
-    """exp of the f32 vector ``x`` (16 times a power of two lanes, on an AVX-512 host; else None), each lane the
-    f64 kernel's result: 16 lanes at a time, the f32 form's where all of them pass the rounding test, else
-    ``slow(lanes)`` (the f64 kernel, which the caller emits) on a branch marked unlikely. ``powers``: 2^(j/16)
+    """exp of the f32 vector ``x`` (16 times a power of two lanes, on an AVX-512 host; else None), 16 lanes at a
+    time: the f32 form's correctly rounded results where all of them pass the rounding test, else ``slow(lanes)``
+    (the f64 kernel, which the caller emits) on a branch marked unlikely. ``powers``: 2^(j/16)
     for j < 16, the doubles of the f64 kernel's table."""
     lanes = x.type.count
     if lanes % LANES or (lanes // LANES) & (lanes // LANES - 1) or not host_has_avx512():
