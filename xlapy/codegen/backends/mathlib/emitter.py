@@ -46,10 +46,7 @@ class Emitter:
 
     def _intrinsic(self, name: str, *args: ir.Value) -> ir.Value:
         full = f"{name}.f64" if self.lanes is None else f"{name}.v{self.lanes}f64"
-        fn = self.module.globals.get(full)
-        if fn is None:
-            fn = ir.Function(self.module, ir.FunctionType(self.F64, [self.F64] * len(args)), full)
-        return self.b.call(fn, list(args))
+        return self.b.call(declared(self.module, full, self.F64, [self.F64] * len(args)), list(args))
 
     def gather(self, table: ir.GlobalVariable, index: ir.Value) -> ir.Value:
         """``table[index]`` for a constant ``[N x double]`` table and an i64 index; for vectors one masked gather
@@ -62,9 +59,7 @@ class Emitter:
         pointer.type = pointers  # llvmlite types a GEP by its base pointer; LLVM's is a vector of pointers
         mask = ir.VectorType(ir.IntType(1), self.lanes)
         name = f"llvm.masked.gather.v{self.lanes}f64.v{self.lanes}p0"
-        fn = self.module.globals.get(name)
-        if fn is None:
-            fn = ir.Function(self.module, ir.FunctionType(self.F64, [pointers, ir.IntType(32), mask, self.F64]), name)
+        fn = declared(self.module, name, self.F64, [pointers, ir.IntType(32), mask, self.F64])
         every_lane = ir.Constant(mask, [ir.Constant(ir.IntType(1), 1)] * self.lanes)
         alignment = ir.Constant(ir.IntType(32), 8)
         return self.b.call(fn, [pointer, alignment, every_lane, ir.Constant(self.F64, ir.Undefined)])
@@ -269,14 +264,18 @@ def register_table(e: Emitter, name: str, values: Callable[[], list[float]], ind
         return e.gather(constant_table(e, name, values), e.iand(index, REGISTER_TABLE_SIZE - 1))
     v8f64, v8i64 = ir.VectorType(F64, 8), ir.VectorType(I64, 8)
     permute_name = "llvm.x86.avx512.vpermi2var.pd.512"  # (entries 0-7, index, entries 8-15)
-    permute = e.module.globals.get(permute_name)
-    if permute is None:
-        permute = ir.Function(e.module, ir.FunctionType(v8f64, [v8f64, v8i64, v8f64]), permute_name)
+    permute = declared(e.module, permute_name, v8f64, [v8f64, v8i64, v8f64])
     low, high = (ir.Constant(v8f64, [ir.Constant(F64, v) for v in half]) for half in (table[:8], table[8:]))
     pieces = [e.b.call(permute, [low, vector_lanes(e.b, index, first, 8), high]) for first in range(0, e.lanes, 8)]
     while len(pieces) > 1:  # concatenated pairwise
         pieces = [concatenate_vectors(e.b, pieces[k], pieces[k + 1]) for k in range(0, len(pieces), 2)]
     return pieces[0]
+
+
+def declared(module: ir.Module, name: str, result: ir.Type, arguments: list[ir.Type]) -> ir.Function:
+    """The function ``name`` of ``module`` (an LLVM intrinsic), declared with that type the first time."""
+    existing = module.globals.get(name)
+    return existing if existing is not None else ir.Function(module, ir.FunctionType(result, arguments), name)
 
 
 def vector_lanes(b: ir.IRBuilder, vector: ir.Value, first: int, count: int) -> ir.Value:

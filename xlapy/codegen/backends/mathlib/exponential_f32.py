@@ -41,7 +41,7 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
-from xlapy.codegen.backends.mathlib.emitter import concatenate_vectors, host_has_avx512, vector_lanes
+from xlapy.codegen.backends.mathlib.emitter import concatenate_vectors, declared, host_has_avx512, vector_lanes
 
 F32 = ir.FloatType()
 I16, I32 = ir.IntType(16), ir.IntType(32)
@@ -106,7 +106,7 @@ def _exp_lanes(b: ir.IRBuilder, x: ir.Value, tables: tuple[tuple[float, ...], tu
         -> tuple[ir.Value, ir.Value]:
     """(exp of the 16 lanes of ``x``, the <16 x i1> of the lanes that need the f64 kernel)."""
     module = b.module
-    fma = _intrinsic(module, "llvm.fma.v16f32", V16F32, [V16F32] * 3)
+    fma = declared(module, "llvm.fma.v16f32", V16F32, [V16F32] * 3)
 
     def f(value: float) -> ir.Constant:
         return ir.Constant(V16F32, [ir.Constant(F32, value)] * LANES)
@@ -122,7 +122,7 @@ def _exp_lanes(b: ir.IRBuilder, x: ir.Value, tables: tuple[tuple[float, ...], tu
     rh = b.call(fma, [n, f(-STEP_2), r1])
     rl = b.fmul(n, f(-STEP_3))
     # vpermps reads the low 4 bits of each index: j = n mod 16, from the low bits of ``shifted``
-    permute = _intrinsic(module, "llvm.x86.avx512.permvar.sf.512", V16F32, [V16F32, V16I32])
+    permute = declared(module, "llvm.x86.avx512.permvar.sf.512", V16F32, [V16F32, V16I32])
     index = b.bitcast(shifted, V16I32)
     high_table, low_table = (ir.Constant(V16F32, [ir.Constant(F32, v) for v in t]) for t in tables)
     thi, tlo = b.call(permute, [high_table, index]), b.call(permute, [low_table, index])
@@ -141,12 +141,7 @@ def _exp_lanes(b: ir.IRBuilder, x: ir.Value, tables: tuple[tuple[float, ...], tu
     subnormal = b.and_(b.fcmp_ordered(">=", x, f(ZERO_BELOW)), lt(x, f(NORMAL_FROM)))
     fails = b.or_(b.not_(rounded), subnormal)
     # up * 2^floor(n / 16): exact for normal results, 0 below x = -104, inf on overflow
-    scalef = _intrinsic(module, "llvm.x86.avx512.mask.scalef.ps.512", V16F32, [V16F32, V16F32, V16F32, I16, I32])
+    scalef = declared(module, "llvm.x86.avx512.mask.scalef.ps.512", V16F32, [V16F32, V16F32, V16F32, I16, I32])
     every_lane, current_rounding = ir.Constant(I16, -1), ir.Constant(I32, 4)
     value = b.call(scalef, [up, b.fmul(n, f(1 / 16)), up, every_lane, current_rounding])
     return value, fails
-
-
-def _intrinsic(module: ir.Module, name: str, result: ir.Type, arguments: list[ir.Type]) -> ir.Function:
-    existing = module.globals.get(name)
-    return existing if existing is not None else ir.Function(module, ir.FunctionType(result, arguments), name)
