@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 
 from xlapy.errors import XlapyError
-from xlapy.hlo.attributes import PaddingDimension, SliceDimension
 from xlapy.hlo.ir import HloInstruction
 from xlapy.hlo.shape_rules.helpers import (
     SCALAR_S32,
@@ -133,7 +132,7 @@ def _reverse(instr: HloInstruction) -> Shape:
 def _slice(instr: HloInstruction) -> Shape:
     operand_count(instr, 1)
     operand = array_operand(instr, 0)
-    slices = records_attr(instr, "slice", SliceDimension, "[start:limit:stride] per dimension")
+    slices = records_attr(instr, "slice")
     if len(slices) != operand.rank:
         fail(f"slice has {len(slices)} dimensions, but the operand {show(operand)} has rank {operand.rank}")
     dims = []
@@ -223,7 +222,7 @@ def _pad(instr: HloInstruction) -> Shape:
     value = scalar_operand(instr, 1, "the padding value")
     if value.element_type != operand.element_type:
         fail(f"the padding value of pad must have the operand's element type, got {show(value)} for {show(operand)}")
-    padding = records_attr(instr, "padding", PaddingDimension, "low_high_interior per dimension")
+    padding = records_attr(instr, "padding")
     if len(padding) != operand.rank:
         fail(f"padding of pad has {len(padding)} dimensions, but the operand {show(operand)} has rank {operand.rank}")
     dims = []

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any, NoReturn
 
 from xlapy.errors import VerifyError
-from xlapy.hlo.attributes import Verbatim, is_int
+from xlapy.hlo.attributes import ATTRIBUTES, Verbatim, is_int
 from xlapy.hlo.ir import HloComputation, HloInstruction
 from xlapy.shapes import UNBOUNDED_SIZE, Shape, TypeKind
 
@@ -102,12 +102,12 @@ def ints_attr(instr: HloInstruction, name: str, default: Any = _MISSING) -> tupl
     return tuple(int(v) for v in value)
 
 
-def records_attr(instr: HloInstruction, name: str, kind: type, spelling: str) -> tuple[Any, ...]:
-    """Attribute ``name``: a list of ``kind`` records with integer fields (slice, padding)."""
+def records_attr(instr: HloInstruction, name: str) -> tuple[Any, ...]:
+    """Attribute ``name``: a list of records with integer fields (slice, padding), as its kind requires."""
     value = attr(instr, name)
-    if not isinstance(value, (list, tuple)) or not all(
-            isinstance(v, kind) and all(is_int(f) for f in vars(v).values()) for v in value):
-        fail(f"attribute {name} of {instr.opcode} must be {spelling}, got {value!r}")
+    kind = ATTRIBUTES[name]
+    if not kind.holds(value):
+        fail(f"attribute {name} of {instr.opcode} must be {kind.spelling}, got {value!r}")
     return tuple(value)
 
 
