@@ -231,7 +231,7 @@ def test_a_run_that_cannot_follow_drops_everything_prepared():
     class Follower(SliceCopies):
         def prepare(self, context):
             context.allocations[0]  # read, then followed instead of depended on
-            context.follow(0, lambda data: moves.append(data) or data is not None)
+            context.follow(0, lambda data, address: moves.append(data) or data is not None)
             return lambda: None
 
     follower = Follower("follower", [])
@@ -241,6 +241,28 @@ def test_a_run_that_cannot_follow_drops_everything_prepared():
     assert len(moves) == 1 and context.prepared(follower) is followed and context.prepared(sequence) is run
     context.bind(0, None)  # the follower gives up: everything is prepared afresh
     assert len(moves) == 2 and context.prepared(follower) is not followed and context.prepared(sequence) is not run
+
+
+def test_a_kernel_does_not_follow_its_output_to_memory_its_streaming_stores_cannot_write():
+    # The kernel writes its large result with streaming stores, which fault off a 64-byte boundary: bound to
+    # memory that starts elsewhere, the launch is prepared afresh, where the kernel's checks refuse it.
+    _, executable = _compile("""HloModule stream
+ENTRY e { x = f32[4096,1024] parameter(0)  ROOT a = f32[4096,1024] add(x, x) }""")
+    (kernel,) = executable.kernels.values()
+    assert kernel.signature.alignment(1) == 64
+    x = np.ones((4096, 1024), np.float32)
+    np.testing.assert_array_equal(executable(x), x + x)
+    run = executable._take_run()
+    (output, size, _), = executable._handed
+    context = run.context
+    context.bind(output, allocate(size))
+    launch = context.prepared(executable.thunks)
+    raw = allocate(size + 64)
+    context.bind(output, raw[64:64 + size])
+    assert context.prepared(executable.thunks) is launch  # followed
+    context.bind(output, raw[4:4 + size])
+    with pytest.raises(VerifyError, match="64-byte boundary"):
+        context.prepared(executable.thunks)
 
 
 def test_transcendental_work_weighs_more_than_elements():

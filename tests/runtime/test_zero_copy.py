@@ -156,6 +156,22 @@ def test_a_caller_changing_its_argument_afterwards_changes_no_result():
     assert_same(executable(x, y), xlapy.evaluate(module, x, y), exact_bits=True)
 
 
+def test_the_same_array_changed_in_place_between_calls_is_checked_again():
+    # An array's memory never moves, but its dtype and shape can be set in place: the next call sees them.
+    module, executable = _compile(OUTPUTS)
+    x, y = _matrices(9)
+    assert_same(executable(x, y), xlapy.evaluate(module, x, y), exact_bits=True)
+    x.shape = (256 * 256,)
+    with pytest.raises(xlapy.XlapyError, match="shape"):
+        executable(x, y)
+    x.shape = (256, 256)
+    x[...] = np.arange(256 * 256, dtype=np.float32).reshape(256, 256) % 97
+    x.dtype = np.int32  # the same bytes, now integers: converted to f32 like any int32 argument
+    assert_same(executable(x, y), xlapy.evaluate(module, x, y), exact_bits=True)
+    x.dtype = np.float32
+    assert_same(executable(x, y), xlapy.evaluate(module, x, y), exact_bits=True)
+
+
 def test_same_array_for_two_parameters():
     module, executable = _compile(OUTPUTS)
     (x,) = _matrices(6, 1)

@@ -38,6 +38,7 @@ from xlapy.runtime.thunks.base import (
     ExecutionContext,
     ThunkSequence,
     allocate,
+    allocate_at,
     dtype_of,
     from_buffer,
     is_default_layout,
@@ -45,7 +46,7 @@ from xlapy.runtime.thunks.base import (
 )
 from xlapy.runtime.thunks.kernel import KernelThunk
 from xlapy.shapes import Shape
-from xlapy.shapes.indexing import logical_view, major_to_minor_permutation
+from xlapy.shapes.indexing import major_to_minor_permutation
 from xlapy.transforms.call_graph import clone_module
 
 
@@ -88,6 +89,7 @@ class Executable:
                    parse_input_output_alias(str(module.attributes.get("input_output_alias") or ""))}
         self._parameters = [_ParameterLeaf.of(assignment, parameter, index, shape, aliased)
                             for parameter in entry.parameters for index, shape in array_leaves(parameter.shape)]
+        self._exact = _exact_arguments(entry.parameters)
         handed: set[int] = set()
         self._result = _result_leaves(assignment, entry.root, entry.root.shape, (), handed)
         # Allocations whose bytes each call makes afresh and gives to its caller as (part of) the result.
@@ -122,9 +124,10 @@ class Executable:
         return dict(self._kernels)
 
     def __call__(self, *args) -> np.ndarray | tuple:
-        entry = self.module.entry
-        # Every argument is checked before anything runs (see xlapy.hlo.arguments).
-        checked = check_arguments(args, entry.parameters, self.module.name)
+        # Every argument is checked before anything runs (see xlapy.hlo.arguments); numpy arrays that already
+        # are their parameters' arrays, the common case, are recognised without the general rules' work.
+        checked = args if _exactly(args, self._exact) else \
+            check_arguments(args, self.module.entry.parameters, self.module.name)
         run = self._take_run()
         try:
             return run(self, checked)
@@ -175,6 +178,25 @@ class Executable:
 # Sets of allocations kept between calls (each call takes one; concurrent calls make more, dropped afterwards).
 _IDLE_RUNS = 2
 
+
+def _exact_arguments(parameters: list[HloInstruction]) -> tuple[tuple[np.dtype, tuple[int, ...]], ...] | None:
+    """The dtype and shape of each parameter's array, when every parameter is an array."""
+    if not all(parameter.shape.is_array for parameter in parameters):
+        return None
+    return tuple((dtype_of(parameter.shape), tuple(parameter.shape.dimensions)) for parameter in parameters)
+
+
+def _exactly(args: tuple, exact: tuple[tuple[np.dtype, tuple[int, ...]], ...] | None) -> bool:
+    """Whether ``args`` are numpy arrays of exactly the dtypes and shapes ``exact`` lists: what
+    ``check_arguments`` would return as they are."""
+    if exact is None or len(args) != len(exact):
+        return False
+    for arg, (dtype, dimensions) in zip(args, exact):
+        if type(arg) is not np.ndarray or arg.dtype != dtype or arg.shape != dimensions:
+            return False
+    return True
+
+
 # Arguments and results of at least this many bytes are used where they are; smaller ones are copied, which
 # costs less than preparing the thunks that use them over new memory again (a few microseconds each).
 IN_PLACE_BYTES = 1 << 18
@@ -190,38 +212,52 @@ class _Run:
         # No reference back to the executable: its idle runs must not keep it alive.
         self.context = ExecutionContext(allocations)
         # The run's own buffer of each parameter allocation arguments are copied into (of those an argument may
-        # stand for, made the first time one has to be copied).
-        self._own: dict[int, np.ndarray] = {index: data for index, data in enumerate(allocations) if data is not None}
+        # stand for, made the first time one has to be copied), with its address.
+        self._own: dict[int, tuple[np.ndarray, int]] = {index: (data, data.ctypes.data)
+                                                        for index, data in enumerate(allocations) if data is not None}
+        # The argument each parameter allocation was last bound to, with its address: an array's memory never
+        # moves (numpy 2 does not let ``data`` be set), so the same array again is the same memory.
+        self._arguments: dict[int, tuple[np.ndarray, int]] = {}
 
-    def __call__(self, executable: Executable, checked: list) -> np.ndarray | tuple:
+    def __call__(self, executable: Executable, checked: Sequence) -> np.ndarray | tuple:
         context = self.context
         for leaf in executable._parameters:
             value = _element(checked[leaf.number], leaf.index)
-            data = leaf.caller_bytes(value)
-            if data is not None:
-                context.bind(leaf.allocation, data)
+            last = self._arguments.get(leaf.allocation)
+            if last is not None and last[0] is value and leaf.usable(value):
+                address = last[1]
             else:
-                context.bind(leaf.allocation, self._own_buffer(executable, leaf))
+                address = leaf.caller_address(value)
+            if address is not None:
+                if not context.holds(leaf.allocation, address, leaf.nbytes):
+                    context.bind(leaf.allocation, value.reshape(-1).view(np.uint8), address)
+                self._arguments[leaf.allocation] = (value, address)
+            else:
+                self._arguments.pop(leaf.allocation, None)
+                own, own_address = self._own_buffer(executable, leaf)
+                context.bind(leaf.allocation, own, own_address)
                 to_buffer(value, leaf.shape, context.array(leaf.slice, leaf.shape))
+        handed = {}
         try:
             for index, size, what in executable._handed:
                 check_bytes(size, what)
-                context.bind(index, allocate(size, what))
+                data, address = handed[index] = allocate_at(size, what)
+                context.bind(index, data, address)
             context.prepared(executable.thunks)()
-            return _read(context, executable._result)
+            return _read(context, executable._result, handed)
         finally:
             # The caller owns the results from now on: nothing here keeps their memory.
             for index, _, _ in executable._handed:
                 context.bind(index, None)
 
-    def _own_buffer(self, executable: Executable, leaf: _ParameterLeaf) -> np.ndarray:
-        data = self._own.get(leaf.allocation)
-        if data is None:
+    def _own_buffer(self, executable: Executable, leaf: _ParameterLeaf) -> tuple[np.ndarray, int]:
+        own = self._own.get(leaf.allocation)
+        if own is None:
             size = executable.assignment.allocations[leaf.allocation].size
             what = f"the buffer of parameter {leaf.number}"
             check_bytes(size, what)
-            data = self._own[leaf.allocation] = allocate(size, what)
-        return data
+            own = self._own[leaf.allocation] = allocate_at(size, what)
+        return own
 
 
 def _forget_runs(runs: list[_Run]) -> None:
@@ -259,23 +295,43 @@ class _ParameterLeaf:
         return _ParameterLeaf(parameter.parameter_number, index, shape, piece.allocation, piece, dtype_of(shape),
                               nbytes, bindable)
 
-    def caller_bytes(self, value: np.ndarray) -> np.ndarray | None:
-        """The bytes of ``value`` when they can serve as this parameter's buffer as they are, else None."""
-        if not self.bindable or not isinstance(value, np.ndarray) or value.dtype != self.dtype \
-                or value.nbytes != self.nbytes or not value.flags.c_contiguous \
-                or value.ctypes.data % self.dtype.alignment:
+    def usable(self, value: np.ndarray) -> bool:
+        """Whether ``value`` (an array whose address is aligned) can serve as this parameter's buffer as it is."""
+        return self.bindable and isinstance(value, np.ndarray) and value.dtype == self.dtype \
+            and value.nbytes == self.nbytes and value.flags.c_contiguous
+
+    def caller_address(self, value: np.ndarray) -> int | None:
+        """The address of ``value``'s first byte when its bytes can serve as this parameter's buffer as they are,
+        else None."""
+        if not self.usable(value):
             return None
-        return value.reshape(-1).view(np.uint8)
+        address = value.ctypes.data
+        return None if address % self.dtype.alignment else address
 
 
 @dataclass(frozen=True)
 class _ResultLeaf:
     """An array of the entry result: read out of ``slice`` (a copy), or, when ``handed``, the fresh memory of
-    its allocation itself."""
+    its allocation itself, seen as ``dtype`` elements of ``major_to_minor`` dimensions and transposed by
+    ``order`` (None: in order), all worked out once."""
 
     shape: Shape
     slice: BufferSlice
     handed: bool
+    nbytes: int = 0
+    dtype: np.dtype | None = None
+    major_to_minor: tuple[int, ...] = ()
+    order: tuple[int, ...] | None = None
+
+    @staticmethod
+    def of(shape: Shape, piece: BufferSlice, handed: bool) -> _ResultLeaf:
+        if not handed:
+            return _ResultLeaf(shape, piece, False)
+        permutation = major_to_minor_permutation(shape)
+        order = tuple(int(d) for d in np.argsort(permutation))
+        return _ResultLeaf(shape, piece, True, buffer_bytes(shape), dtype_of(shape),
+                           tuple(shape.dimensions[d] for d in permutation),
+                           None if order == tuple(range(len(order))) else order)
 
 
 def _result_leaves(assignment: BufferAssignment, root: HloInstruction, shape: Shape, index: tuple[int, ...],
@@ -295,19 +351,21 @@ def _result_leaves(assignment: BufferAssignment, root: HloInstruction, shape: Sh
             and allocation.size >= IN_PLACE_BYTES and piece.allocation not in handed)
     if hand:
         handed.add(piece.allocation)
-    return _ResultLeaf(shape, piece, hand)
+    return _ResultLeaf.of(shape, piece, hand)
 
 
-def _read(context: ExecutionContext, node: _ResultLeaf | tuple | None) -> np.ndarray | tuple:
+def _read(context: ExecutionContext, node: _ResultLeaf | tuple | None,
+          handed: dict[int, tuple[np.ndarray, int]]) -> np.ndarray | tuple:
+    """The result ``node`` describes, out of ``context``; ``handed`` holds this call's fresh allocations."""
     if node is None:
         return ()  # a token
     if isinstance(node, tuple):
-        return tuple(_read(context, element) for element in node)
+        return tuple(_read(context, element, handed) for element in node)
     if node.handed:
-        nbytes, dtype = buffer_bytes(node.shape), dtype_of(node.shape)
         # A plain order of the dimensions is handed over as a strided view of the caller's new memory, as XLA
         # leaves results in their layout.
-        return logical_view(context.allocations.get(node.slice.allocation)[:nbytes].view(dtype), node.shape)
+        array = handed[node.slice.allocation][0][:node.nbytes].view(node.dtype).reshape(node.major_to_minor)
+        return array if node.order is None else array.transpose(node.order)
     return from_buffer(context.array(node.slice, node.shape), node.shape)
 
 

@@ -27,12 +27,18 @@ ALIGNMENT = 64
 
 def allocate(nbytes: int, what: str = "a buffer") -> np.ndarray:
     """``nbytes`` uninitialised bytes starting on an ``ALIGNMENT``-byte boundary, for ``what``."""
+    return allocate_at(nbytes, what)[0]
+
+
+def allocate_at(nbytes: int, what: str = "a buffer") -> tuple[np.ndarray, int]:
+    """``allocate``, and the address of the first byte (worked out anyway, and worth not asking numpy again)."""
     try:
         raw = np.empty(nbytes + ALIGNMENT, np.uint8)
     except (MemoryError, ValueError) as error:
         raise XlapyError(f"cannot allocate {what} ({nbytes} bytes): {str(error) or 'out of memory'}") from None
-    start = -raw.ctypes.data % ALIGNMENT
-    return raw[start:start + nbytes]
+    address = raw.ctypes.data
+    start = -address % ALIGNMENT
+    return raw[start:start + nbytes], address + start
 
 
 def dtype_of(shape: Shape) -> np.dtype:
@@ -84,13 +90,16 @@ class ExecutionContext:
         # One set per preparation in progress (innermost last): the allocations it has read.
         self._preparing: list[set[int]] = []
         self.allocations = _Allocations(allocations, self._preparing)
+        # The address of each allocation's first byte (None: unbound), so that binding the memory already bound
+        # costs no look-up through numpy (a few microseconds each when a kernel has just evicted the caches).
+        self._addresses: list[int | None] = [None if data is None else data.ctypes.data for data in allocations]
         self._views: dict[int, dict[tuple[BufferSlice, Shape], np.ndarray]] = {}
         # id(thunk) -> (thunk, its prepared run): the thunk is kept so that its id is never reused.
         self._prepared: dict[int, tuple[object, Callable[[], None], frozenset[int]]] = {}
         # allocation -> ids of the prepared runs that depend on it.
         self._dependents: dict[int, set[int]] = {}
         # allocation -> id of a prepared run -> how that run follows the allocation to new memory (``follow``).
-        self._followers: dict[int, dict[int, Callable[[np.ndarray | None], bool]]] = {}
+        self._followers: dict[int, dict[int, Callable[[np.ndarray | None, int | None], bool]]] = {}
         # The ids of the thunks being prepared (innermost last), alongside ``_preparing``.
         self._preparing_ids: list[int] = []
 
@@ -123,29 +132,41 @@ class ExecutionContext:
             raise VerifyError(f"slice at byte {slice.offset} of allocation {slice.allocation} runs past its end")
         return data
 
-    def bind(self, index: int, data: np.ndarray | None) -> None:
-        """Makes ``data`` (flat bytes, or None for none) allocation ``index``, dropping the views and prepared runs
-        that depend on it unless ``data`` is the same memory (same first byte and size) as before."""
+    def holds(self, index: int, address: int, nbytes: int) -> bool:
+        """Whether allocation ``index`` is bound to the ``nbytes`` bytes at ``address``."""
         current = self.allocations.get(index)
-        if current is data or (current is not None and data is not None and current.nbytes == data.nbytes
-                               and current.ctypes.data == data.ctypes.data):
+        return current is not None and self._addresses[index] == address and current.nbytes == nbytes
+
+    def bind(self, index: int, data: np.ndarray | None, address: int | None = None) -> None:
+        """Makes ``data`` (flat bytes, or None for none) allocation ``index``, dropping the views and prepared runs
+        that depend on it unless ``data`` is the same memory (same first byte and size) as before. ``address``
+        is that of ``data``'s first byte when the caller knows it."""
+        current = self.allocations.get(index)
+        if current is data:
             return
+        if data is not None:
+            if address is None:
+                address = data.ctypes.data
+            if self.holds(index, address, data.nbytes):
+                return
         list.__setitem__(self.allocations, index, data)
+        self._addresses[index] = address if data is not None else None
         self._views.pop(index, None)
         for key in self._dependents.pop(index, ()):
             self._drop(key)
         for repoint in list(self._followers.get(index, {}).values()):
-            if not repoint(data):
+            if not repoint(data, address):
                 self.forget()  # a run that cannot follow: everything is prepared again, and checked again
                 return
 
-    def follow(self, index: int, repoint: Callable[[np.ndarray | None], bool]) -> None:
+    def follow(self, index: int, repoint: Callable[[np.ndarray | None, int | None], bool]) -> None:
         """Called while a thunk is prepared: its run does not depend on allocation ``index`` staying where it is,
-        because ``repoint(data)`` moves it to the memory ``data`` the allocation is bound to next (None: no
-        memory; the run must not be called until it is bound again). ``repoint`` returns False when it cannot
-        follow (then everything prepared is dropped). Results handed to the caller, and arguments used where
-        they are, are bound to new memory on every call: their kernels follow them instead of being prepared
-        again (XLA's thunks take their buffer addresses at each execution alike)."""
+        because ``repoint(data, address)`` moves it to the memory ``data`` (first byte at ``address``) the
+        allocation is bound to next (None: no memory; the run must not be called until it is bound again).
+        ``repoint`` returns False when it cannot follow (then everything prepared is dropped). Results handed to
+        the caller, and arguments used where they are, are bound to new memory on every call: their kernels
+        follow them instead of being prepared again (XLA's thunks take their buffer addresses at each execution
+        alike)."""
         self._preparing[-1].discard(index)
         self._followers.setdefault(index, {})[self._preparing_ids[-1]] = repoint
 

@@ -135,17 +135,19 @@ class KernelThunk(Thunk):
         """Lets ``launch`` follow each of its allocations to new memory by rewriting its pointers in place
         (``ExecutionContext.follow``) instead of being bound again."""
         _, pointers = launch.buffers
-        positions: dict[int, list[tuple[int, int, int]]] = {}
+        signature = self.kernel.signature
+        positions: dict[int, list[tuple[int, int, int, int]]] = {}
         for position, item in enumerate(self._plan):
             if not isinstance(item, np.ndarray):
-                positions.setdefault(item[0], []).append((position, item[1], item[2]))
+                positions.setdefault(item[0], []).append((position, item[1], item[2], signature.alignment(position)))
         for allocation, spans in positions.items():
-            def repoint(data: np.ndarray | None, spans: list[tuple[int, int, int]] = spans) -> bool:
-                if data is not None and (data.ndim != 1 or not data.flags.c_contiguous or
-                                         data.nbytes < max(end for _, _, end in spans)):
-                    return False
-                address = None if data is None else data.ctypes.data
-                for position, start, _ in spans:
+            def repoint(data: np.ndarray | None, address: int | None,
+                        spans: list[tuple[int, int, int, int]] = spans,
+                        needed: int = max(span[2] for span in spans)) -> bool:
+                if data is not None and (data.ndim != 1 or not data.flags.c_contiguous or data.nbytes < needed
+                                         or any((address + start) % alignment for _, start, _, alignment in spans)):
+                    return False  # prepared afresh, where the kernel's own checks refuse what does not fit
+                for position, start, _, _ in spans:
                     pointers[position] = None if address is None else address + start
                 # The launch no longer keeps the memory it was prepared over alive (it may be the caller's now);
                 # the fused constants it reads stay alive in the thunk's plan.
