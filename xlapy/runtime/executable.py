@@ -37,6 +37,7 @@ from xlapy.runtime.thunk_emitter import check_runnable_computations, emit_thunks
 from xlapy.runtime.thunks.base import (
     ExecutionContext,
     ThunkSequence,
+    address_of,
     allocate,
     allocate_at,
     dtype_of,
@@ -213,7 +214,7 @@ class _Run:
         self.context = ExecutionContext(allocations)
         # The run's own buffer of each parameter allocation arguments are copied into (of those an argument may
         # stand for, made the first time one has to be copied), with its address.
-        self._own: dict[int, tuple[np.ndarray, int]] = {index: (data, data.ctypes.data)
+        self._own: dict[int, tuple[np.ndarray, int]] = {index: (data, address_of(data))
                                                         for index, data in enumerate(allocations) if data is not None}
         # The argument each parameter allocation was last bound to, with its address: an array's memory never
         # moves (numpy 2 does not let ``data`` be set), so the same array again is the same memory.
@@ -305,7 +306,7 @@ class _ParameterLeaf:
         else None."""
         if not self.usable(value):
             return None
-        address = value.ctypes.data
+        address = address_of(value)
         return None if address % self.dtype.alignment else address
 
 

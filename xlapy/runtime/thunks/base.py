@@ -4,6 +4,7 @@ one after another over buffer slices."""
 
 from __future__ import annotations
 
+import ctypes
 import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
@@ -36,9 +37,19 @@ def allocate_at(nbytes: int, what: str = "a buffer") -> tuple[np.ndarray, int]:
         raw = np.empty(nbytes + ALIGNMENT, np.uint8)
     except (MemoryError, ValueError) as error:
         raise XlapyError(f"cannot allocate {what} ({nbytes} bytes): {str(error) or 'out of memory'}") from None
-    address = raw.ctypes.data
+    address = address_of(raw)
     start = -address % ALIGNMENT
     return raw[start:start + nbytes], address + start
+
+
+def address_of(data: np.ndarray) -> int:
+    """The address of the first byte of the contiguous array ``data``. A writable one's comes from ctypes' view of
+    its buffer, two calls into C, where numpy's ``data.ctypes.data`` runs Python code: about 2 against 12
+    microseconds when a kernel has just evicted the caches, which every call of an executable pays."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(data))
+    except (TypeError, ValueError, BufferError):  # read-only, or empty
+        return data.ctypes.data
 
 
 def dtype_of(shape: Shape) -> np.dtype:
@@ -92,7 +103,7 @@ class ExecutionContext:
         self.allocations = _Allocations(allocations, self._preparing)
         # The address of each allocation's first byte (None: unbound), so that binding the memory already bound
         # costs no look-up through numpy (a few microseconds each when a kernel has just evicted the caches).
-        self._addresses: list[int | None] = [None if data is None else data.ctypes.data for data in allocations]
+        self._addresses: list[int | None] = [None if data is None else address_of(data) for data in allocations]
         self._views: dict[int, dict[tuple[BufferSlice, Shape], np.ndarray]] = {}
         # id(thunk) -> (thunk, its prepared run): the thunk is kept so that its id is never reused.
         self._prepared: dict[int, tuple[object, Callable[[], None], frozenset[int]]] = {}
@@ -146,7 +157,7 @@ class ExecutionContext:
             return
         if data is not None:
             if address is None:
-                address = data.ctypes.data
+                address = address_of(data)
             if self.holds(index, address, data.nbytes):
                 return
         list.__setitem__(self.allocations, index, data)
