@@ -502,7 +502,10 @@ def test_layout_refuses_pictures_too_large_to_draw(capsys):
     from xlapy.shapes.picture import MAX_CELLS
 
     assert main(["layout", "u8[100000,100000]{1,0:T(2,2)}", "--max-rows", "1000000"]) == 1
-    assert f"would have {100000 * 32} cells, more than {MAX_CELLS}" in one_line_error(capsys)
+    assert f"would have {100000 * 32} cells in 1 grid, more than {MAX_CELLS}" in one_line_error(capsys)
+    # Grids without cells (a dimension of size 0) cost their drawing too: a million of them are refused.
+    assert main(["layout", "s32[50000000,4,0]", "--max-grids", "1000000"]) == 1
+    assert f"would have 0 cells in 1000000 grids, more than {MAX_CELLS}" in one_line_error(capsys)
 
 
 @pytest.mark.parametrize(("output", "message"), [("missing_dir/y.npz", "No such directory missing_dir"),

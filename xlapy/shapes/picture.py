@@ -21,6 +21,9 @@ NONE, LIGHT, HEAVY = 0, 1, 2
 # Cells drawn at most: every cell is a few Python operations and some bytes of
 # text, so the default picture (8 grids of 32x32) is far below it.
 MAX_CELLS = 1 << 18
+# What a grid costs to draw beyond its cells (its index arrays, title and frame: about 40 µs, a dozen cells'
+# worth), counted against MAX_CELLS so that many grids of few or no cells (a dimension of size 0) are bounded too.
+GRID_CELLS = 16
 
 
 def _box_characters() -> dict[tuple[int, int, int, int], str]:
@@ -92,17 +95,18 @@ class LayoutPicture:
         self.row_dim = shown[0] if rank >= 2 else None
         self.col_dim = shown[-1] if rank >= 1 else None
         self.outer_dims = [d for d in range(rank) if d not in shown]
-        cells = self._shown_cells()
-        if cells > MAX_CELLS:
-            raise XlapyError(f"the picture of {shape} would have {cells} cells, more than {MAX_CELLS} "
-                             "(show fewer rows, columns or grids)")
+        grids, cells = self._shown_grids_and_cells()
+        if cells + GRID_CELLS * grids > MAX_CELLS:
+            raise XlapyError(f"the picture of {shape} would have {cells} cells in {grids} grid{'s' * (grids != 1)}, "
+                             f"more than {MAX_CELLS} cells (a grid counting as {GRID_CELLS}; show fewer rows, columns "
+                             "or grids)")
 
     # -- model ----------------------------------------------------------------
-    def _shown_cells(self) -> int:
+    def _shown_grids_and_cells(self) -> tuple[int, int]:
         rows = self._padded_extent(self.row_dim) if self.row_dim is not None else 1
         cols = self._padded_extent(self.col_dim) if self.col_dim is not None else 1
-        grids = math.prod(self.shape.dimensions[d] for d in self.outer_dims)
-        return min(rows, self.max_rows) * min(cols, self.max_cols) * min(grids, self.max_grids)
+        grids = min(math.prod(self.shape.dimensions[d] for d in self.outer_dims), self.max_grids)
+        return grids, min(rows, self.max_rows) * min(cols, self.max_cols) * grids
 
     def _padded_extent(self, dim: int) -> int:
         """The extent to draw for ``dim``: up to its first-level tile boundary when
