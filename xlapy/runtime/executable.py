@@ -213,9 +213,8 @@ class _Run:
         # No reference back to the executable: its idle runs must not keep it alive.
         self.context = ExecutionContext(allocations)
         # The run's own buffer of each parameter allocation arguments are copied into (of those an argument may
-        # stand for, made the first time one has to be copied), with its address.
-        self._own: dict[int, tuple[np.ndarray, int]] = {index: (data, address_of(data))
-                                                        for index, data in enumerate(allocations) if data is not None}
+        # stand for, made the first time one has to be copied).
+        self._own: dict[int, np.ndarray] = {index: data for index, data in enumerate(allocations) if data is not None}
         # The argument each parameter allocation was last bound to, with its address: an array's memory never
         # moves (numpy 2 does not let ``data`` be set), so the same array again is the same memory.
         self._arguments: dict[int, tuple[np.ndarray, int]] = {}
@@ -235,8 +234,7 @@ class _Run:
                 self._arguments[leaf.allocation] = (value, address)
             else:
                 self._arguments.pop(leaf.allocation, None)
-                own, own_address = self._own_buffer(executable, leaf)
-                context.bind(leaf.allocation, own, own_address)
+                context.bind(leaf.allocation, self._own_buffer(executable, leaf))
                 to_buffer(value, leaf.shape, context.array(leaf.slice, leaf.shape))
         handed = {}
         try:
@@ -251,14 +249,14 @@ class _Run:
             for index, _, _ in executable._handed:
                 context.bind(index, None)
 
-    def _own_buffer(self, executable: Executable, leaf: _ParameterLeaf) -> tuple[np.ndarray, int]:
-        own = self._own.get(leaf.allocation)
-        if own is None:
+    def _own_buffer(self, executable: Executable, leaf: _ParameterLeaf) -> np.ndarray:
+        data = self._own.get(leaf.allocation)
+        if data is None:
             size = executable.assignment.allocations[leaf.allocation].size
             what = f"the buffer of parameter {leaf.number}"
             check_bytes(size, what)
-            own = self._own[leaf.allocation] = allocate_at(size, what)
-        return own
+            data = self._own[leaf.allocation] = allocate(size, what)
+        return data
 
 
 def _forget_runs(runs: list[_Run]) -> None:
