@@ -5,9 +5,9 @@
 prints, for each approximation, the coefficients (as Python floats, exact) and the maximal weighted error before
 and after rounding them to doubles. Polynomials come from a discrete Remez exchange on a Chebyshev grid; the
 rational f32 approximation of erf from Lawson-weighted linearised least squares. Also prints the split constants
-(ln 2, pi/2, ...) and the bits of 2/pi used by Payne & Hanek's reduction, and checks the tables of the f32 tanh and
-exp (`exponential.tanh_table`, `exponential.exp_table` and `exponential.exp_scale_table`, made at run time in
-decimal arithmetic) entry by entry against mpmath. (Some committed values came from slightly different grids: their
+(ln 2, pi/2, ...) and the bits of 2/pi used by Payne & Hanek's reduction, and checks the tables of the f32 exp
+(`exponential.exp_table` and `exponential.exp_scale_table`, made at run time in decimal arithmetic) entry by entry
+against mpmath. (Some committed values came from slightly different grids: their
 last digits may differ from this script's, with the same errors.)
 """
 
@@ -19,14 +19,7 @@ from collections.abc import Callable
 
 import mpmath as mp
 
-from xlapy.codegen.backends.mathlib.exponential import (
-    EXP_SCALE_SHIFT,
-    EXP_TABLE_SIZE,
-    TANH_STEPS_PER_UNIT,
-    exp_scale_table,
-    exp_table,
-    tanh_table,
-)
+from xlapy.codegen.backends.mathlib.exponential import EXP_SCALE_SHIFT, EXP_TABLE_SIZE, exp_scale_table, exp_table
 
 mp.mp.dps = 60
 Function = Callable[[mp.mpf], mp.mpf]
@@ -194,11 +187,10 @@ def _exp_scale_entries() -> list[float]:
 
 
 def check_tables() -> None:
-    """Every entry of the tables of the f32 tanh and exp (made at run time in decimal arithmetic) is the exact value
-    rounded to the nearest double; so is every entry of exp's scale table once its exponent field gets j back."""
+    """Every entry of the table of the f32 exp (made at run time in decimal arithmetic) is the exact value rounded
+    to the nearest double; so is every entry of its scale table once its exponent field gets j back."""
     power_of_two = lambda j: mp.mpf(2) ** (mp.mpf(j) / EXP_TABLE_SIZE)  # noqa: E731
     for name, table, exact in [
-        (f"tanh(j/{TANH_STEPS_PER_UNIT})", tanh_table(), lambda j: mp.tanh(mp.mpf(j) / TANH_STEPS_PER_UNIT)),
         (f"2^(j/{EXP_TABLE_SIZE})", exp_table(), power_of_two),
         (f"2^(j/{EXP_TABLE_SIZE}) (scale table)", _exp_scale_entries(), power_of_two),
     ]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from xlapy.codegen.backends.mathlib import tanh_f32
 from xlapy.codegen.backends.mathlib.constants import (
     EXP32_P,
     EXP_P64,
@@ -23,7 +24,6 @@ from xlapy.codegen.backends.mathlib.constants import (
 from xlapy.codegen.backends.mathlib.emitter import (
     REGISTER_TABLE_SIZE,
     Emitter,
-    constant_table,
     dd_div,
     fast_two_sum,
     register,
@@ -208,50 +208,7 @@ def tanh64(e: Emitter, x: ir.Value) -> ir.Value:
     return e.copysign(e.sub(e.select(large, 1.0, 0.0), q), x)
 
 
-# f32 tanh: table points c = j / TANH_STEPS_PER_UNIT up to TANH_LIMIT, beyond which tanh rounds to 1 in f32 (from 9.01)
-TANH_STEPS_PER_UNIT = 512
-TANH_LIMIT = 9.5
-TANH_TABLE_SIZE = int(TANH_LIMIT * TANH_STEPS_PER_UNIT) + 1
-
-
-def tanh_table() -> list[float]:
-    """tanh(j / TANH_STEPS_PER_UNIT) rounded to the nearest double, for j < TANH_TABLE_SIZE: e^(2c) by repeated
-    multiplication in 40-digit decimal arithmetic (relative error below 1e-35), then (e^(2c) - 1) / (e^(2c) + 1)
-    rounded once (tools/fit_math_coefficients.py checks every entry against mpmath)."""
-    context = decimal.Context(prec=40)
-    step = context.exp(context.divide(decimal.Decimal(2), decimal.Decimal(TANH_STEPS_PER_UNIT)))
-    one, power, values = decimal.Decimal(1), decimal.Decimal(1), []
-    for _ in range(TANH_TABLE_SIZE):
-        values.append(float(context.divide(power - one, power + one)))
-        power = context.multiply(power, step)
-    return values
-
-
-def tanh32(e: Emitter, x: ir.Value) -> ir.Value:
-    # With c = j / 512 the table point nearest to a = |x| (an f32 value), d = a - c (exact, |d| <= 2^-10),
-    # T = tanh(c) (a table entry) and t = tanh(d) = d - d^3/3 + 2d^5/15 (the rest is below 2^-60 relative):
-    #     tanh(a) = (T + t) / (1 + T t) = T + (1 - T^2) t / (1 + w),  w = T t,  |w| <= 2^-10,
-    # and 1 / (1 + w) = 1 - w + w^2 - w^3 + w^4 (the rest below 2^-60 of the result). Relative error at most
-    # 2.9e-16, 4e-17 on average (measured against mpmath; the former rational's: 5.3e-16 and 9e-17), far below the
-    # 2^-45 that rounding once to f32 needs to agree with the f64 tanh almost always. No division: the rational's
-    # f64 division (one per lane) bounded the throughput of tanh, which is on the critical path of gelu.
-    a = e.abs(x)
-    # NaN: the index of TANH_LIMIT's table point (inside the table); d, and so the result, stay NaN
-    shifted = e.fma(e.select(e.le(a, TANH_LIMIT), a, TANH_LIMIT), float(TANH_STEPS_PER_UNIT), SHIFT)
-    j = e.sub(shifted, SHIFT)
-    index = e.isub(e.bits(shifted), SHIFT_BITS)
-    d = e.fma(j, -1.0 / TANH_STEPS_PER_UNIT, e.select(e.gt(a, TANH_LIMIT), TANH_LIMIT, a))
-    tanh_c = e.gather(constant_table(e, "xlapy.math.tanh_table", tanh_table), index)
-    d2 = e.mul(d, d)
-    t = e.fma(e.mul(d, d2), e.fma(d2, 2.0 / 15, -1.0 / 3), d)
-    w = e.mul(tanh_c, t)
-    quotient = t  # t / (1 + w) = t - w (t - w (t - w (t - w t)))
-    for _ in range(4):
-        quotient = e.fma(w, e.neg(quotient), t)
-    return e.copysign(e.fma(e.fma(e.neg(tanh_c), tanh_c, 1.0), quotient, tanh_c), x)
-
-
-register("tanh", f64=tanh64, f32=tanh32)
+register("tanh", f64=tanh64, f32_native=tanh_f32.tanh32)
 
 
 # numpy's f64 exp is up to 0.68 ulp off (measured): it may return the neighbour of the correctly rounded exp(-x)
