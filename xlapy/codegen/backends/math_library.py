@@ -11,20 +11,21 @@ the vector forms: a load per lane would be hundreds of instructions at 64 lanes;
 registers instead on AVX-512 hosts, read with permutes). After inlining into a loop, LLVM's loop
 vectorizer widens the scalar forms (<8 x double> on AVX-512).
 
-f32 arguments (and f16/bf16, extended to f32 first) are computed in f64 and rounded once, with a relative error
-of ~1e-16 (far below the 2^-45 at which the single rounding would often differ from the f64 result's): the results
-are numpy's f64 result rounded to f32 (the interpreter's oracle) except for a few arguments in 10^8, where the
-f64 value lies within ~1e-16 of a rounding boundary. Most ops use their f64 kernel; erf has its own rational
-approximation, exp (and logistic, through it) a table of 2^(j/16) and a degree-6 polynomial, log no subnormal
-scaling, cbrt no final Newton step. The exception is tanh: for f32 (and f16/bf16) XLA:CPU evaluates a rational
-approximation in f32, up to 5 ulps from the exact value, and that is what tanh means here: the interpreter
-(`xlapy/interpreter/xla_tanh.py`) and this library (`mathlib/tanh_f32.py`) compute it, bit for bit as XLA:CPU. The vector forms of the f32 exp on AVX-512 hosts compute 16 lanes at
-a time in f32 and keep the f64 kernel for the lanes whose rounding they cannot decide (`mathlib/exponential_f32.py`:
-the same results, 12-20% less time). f64 uses fdlibm-style algorithms (Cody-Waite and Payne-Hanek
-reductions, minimax polynomials) with double-double arithmetic (2Sum, fma products) where a rounding would cost an
-ulp. f64 logistic is XLA's 1 / (1 + e^-x) rounded as the interpreter rounds it (see `logistic64`). The kernels live
-in the `mathlib` package (one module per family); the polynomial and rational coefficients in
-`mathlib/constants.py` come from tools/fit_math_coefficients.py (which also checks the tables of tanh and exp).
+f32 arguments (and f16/bf16, extended to f32 first) are computed in f64 and rounded once, with a relative error of
+~1e-16 (far below the 2^-45 at which the single rounding would often differ from the f64 result's): the results are
+numpy's f64 result rounded to f32 (the interpreter's oracle) except for a few arguments in 10^8, where the f64 value
+lies within ~1e-16 of a rounding boundary. Most ops use their f64 kernel; erf has its own rational approximation,
+exp (and logistic, through it) a table of 2^(j/16) and a degree-6 polynomial, log no subnormal scaling, cbrt no
+final Newton step. The exception is tanh: for f32 (and f16/bf16) XLA:CPU evaluates a rational approximation in f32,
+up to 5 ulps from the exact value, and that is what tanh means here: the interpreter
+(`xlapy/interpreter/xla_tanh.py`) and this library (`mathlib/tanh_f32.py`) compute it, bit for bit as XLA:CPU. The
+vector forms of the f32 exp on AVX-512 hosts compute 16 lanes at a time in f32 and keep the f64 kernel for the lanes
+whose rounding they cannot decide (`mathlib/exponential_f32.py`: the same results, 12-20% less time). f64 uses
+fdlibm-style algorithms (Cody-Waite and Payne-Hanek reductions, minimax polynomials) with double-double arithmetic
+(2Sum, fma products) where a rounding would cost an ulp. f64 logistic is XLA's 1 / (1 + e^-x) rounded as the
+interpreter rounds it (see `logistic64`). The kernels live in the `mathlib` package (one module per family); the
+polynomial and rational coefficients in `mathlib/constants.py` come from tools/fit_math_coefficients.py (which also
+checks the tables of exp).
 
 IEEE special values follow numpy / C99: NaN propagates, exp(-inf) = 0, log(0) = -inf, log(-1) = NaN,
 tanh(-0) = -0, sin(inf) = NaN, erf(+-inf) = +-1, pow(x, 0) = 1, pow(-8, 1/3) = NaN, overflow gives inf and
