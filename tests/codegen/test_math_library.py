@@ -17,7 +17,7 @@ from tests.codegen.math_jit import compiled
 from xlapy.codegen.backends.math_library import MATH_OPS, math_function
 from xlapy.codegen.backends.mathlib.exponential import EXP_TABLE_SIZE, exp_scale_table, exp_table
 from xlapy.errors import UnimplementedError
-from xlapy.interpreter.xla_tanh import tanh_f32
+from xlapy.interpreter.xla_cpu_math import exp_f32, tanh_f32
 from xlapy.runtime.ulps import ulp_distance
 
 BINARY = {"atan2", "pow", "powf"}
@@ -47,15 +47,17 @@ REFERENCE = {
 F64_TOLERANCE = {"asinh": 2, "acosh": 2, "erfc": 3, "sqrt": 0, "rsqrt": 0}
 # f32, and the 16-bit floats through f32: 0 ulp on the samples, i.e. numpy's f64 result rounded once, the
 # interpreter's value (the f32 kernels are good to ~1e-16 relative, so they round the other way only where the f64
-# value is within ~1e-16 of a rounding boundary, a few arguments in 10^8, allowed in the slow sweep). tanh is
-# XLA:CPU's f32 approximation, in the interpreter as here (tests/codegen/test_tanh_f32.py).
+# value is within ~1e-16 of a rounding boundary, a few arguments in 10^8, allowed in the slow sweep). tanh and exp
+# are XLA:CPU's f32 approximations, in the interpreter as here (tests/codegen/test_xla_cpu_f32.py).
+XLA_CPU_F32 = {"tanh": tanh_f32, "exp": exp_f32}
 
 
 def reference(op: str, dtype: np.dtype, *args: np.ndarray) -> np.ndarray:
-    """The interpreter's value: numpy's f64 result, rounded once to dtype; for f32 and 16-bit floats, tanh is
-    XLA:CPU's f32 approximation, rounded to dtype."""
-    if op == "tanh" and np.dtype(dtype) != np.float64:
-        return tanh_f32(args[0].astype(np.float32)).astype(dtype)
+    """The interpreter's value: numpy's f64 result, rounded once to dtype; for f32 and 16-bit floats, tanh and exp
+    are XLA:CPU's f32 approximations, rounded to dtype."""
+    if op in XLA_CPU_F32 and np.dtype(dtype) != np.float64:
+        with np.errstate(all="ignore"):
+            return XLA_CPU_F32[op](args[0].astype(np.float32)).astype(dtype)
     with np.errstate(all="ignore"):
         return np.asarray(REFERENCE[op](*(a.astype(np.float64) for a in args))).astype(dtype)
 
@@ -178,8 +180,8 @@ def test_pow_special_cases() -> None:
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
 @pytest.mark.parametrize("op", ["exp", "tanh", "log1p", "sin", "erf", "pow"])
 def test_16_bit_floats(op: str, dtype: type) -> None:
-    """16-bit floats go through the f32 functions: the f64 value rounded once, or tanh's f32 approximation rounded
-    (measured: 0 ulp on every sample)."""
+    """16-bit floats go through the f32 functions: the f64 value rounded once, or the f32 approximation of tanh or
+    exp rounded (measured: 0 ulp on every sample)."""
     args = [np.linspace(-12, 12, 20001).astype(dtype)]
     if op == "pow":
         args = [np.abs(args[0]), np.linspace(-3, 3, 20001).astype(dtype)]
@@ -251,9 +253,9 @@ def test_f32_tables_are_correctly_rounded() -> None:
 
 @pytest.mark.parametrize("op", ["tanh", "exp", "logistic"])
 def test_f32_wide_vectors_and_nans(op: str) -> None:
-    """At 64 lanes (the CPU's vectors) the f32 exp (and logistic, through exp) reads its 16 entries with 8
-    two-register permutes on AVX-512 hosts (else one gather), the f32 tanh (a rational) reads no table, and they
-    compute what their scalar forms compute; NaNs of every sign and payload (whose table index comes from
+    """At 64 lanes (the CPU's vectors) the f32 logistic (through its f64 exp) reads its 16 entries with 8
+    two-register permutes on AVX-512 hosts (else one gather), the f32 tanh and exp (XLA:CPU's) read no table, and
+    they compute what their scalar forms compute; NaNs of every sign and payload (whose table index comes from
     garbage bits) give NaN."""
     dtype = np.dtype(np.float32)
     nans = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FFFFFFF, 0xFFFFFFFF, 0x7FA12345],
@@ -266,7 +268,7 @@ def test_f32_wide_vectors_and_nans(op: str) -> None:
     gathers = len(re.findall(r"call <64 x double> @llvm\.masked\.gather\.v64f64", wide.optimized_ir))
     permutes = len(re.findall(r"call <8 x double> @llvm\.x86\.avx512\.vpermi2var\.pd\.512", wide.optimized_ir))
     avx512 = "+avx512f" in llvm.get_host_cpu_features().flatten().split(",")
-    if op == "tanh":
+    if op in XLA_CPU_F32:
         assert (gathers, permutes) == (0, 0)
     else:
         assert (gathers, permutes) == ((0, 8) if avx512 else (1, 0))

@@ -15,7 +15,7 @@ import numpy as np
 from xlapy.interpreter.complex_math import COMPLEX_RULES
 from xlapy.interpreter.numerics import convert, dtype_of, type_of, widen
 from xlapy.interpreter.registry import rule
-from xlapy.interpreter.xla_tanh import tanh_f32
+from xlapy.interpreter.xla_cpu_math import exp_f32, tanh_f32
 from xlapy.shapes import ELEMENT_TYPES, TypeKind
 
 
@@ -77,16 +77,21 @@ for _opcode, _ufunc in {
     _unary(_opcode)(_ufunc)
 
 for _opcode, _ufunc in {
-    "exponential": np.exp, "exponential-minus-one": np.expm1, "log": np.log, "log-plus-one": np.log1p,
+    "exponential-minus-one": np.expm1, "log": np.log, "log-plus-one": np.log1p,
     "cbrt": np.cbrt, "sine": np.sin, "cosine": np.cos, "tan": np.tan,
 }.items():
     _unary(_opcode)(_rounded_once(_ufunc))
 
 
+# f32 (and the narrow floats, computed in f32) as XLA:CPU computes them; f64 numpy's (nearly correctly rounded)
 @_unary("tanh")
 def _tanh(x: np.ndarray) -> np.ndarray:
-    # f32 (and the narrow floats, computed in f32) as XLA:CPU computes it; f64 the exact value rounded (numpy's)
     return tanh_f32(x) if x.dtype == np.float32 else np.tanh(x)
+
+
+@_unary("exponential")
+def _exponential(x: np.ndarray) -> np.ndarray:
+    return exp_f32(x) if x.dtype == np.float32 else np.exp(x)
 
 
 @_unary("abs")

@@ -6,26 +6,24 @@ names (`MATH_OPS`), plus `logistic` (1 / (1 + e^-x)) and `rsqrt`.
 
 Every function is straight-line code: no branches (all cases are computed and chosen with `select`), no calls but
 LLVM intrinsics that lower to instructions (fma, fmuladd, fabs, floor, roundeven, sqrt, copysign); the only memory
-accesses are constant tables, for sin/cos/tan of huge arguments and for the f32 exp (read with a masked gather in
-the vector forms: a load per lane would be hundreds of instructions at 64 lanes; exp's 16 entries are held in two
-registers instead on AVX-512 hosts, read with permutes). After inlining into a loop, LLVM's loop
-vectorizer widens the scalar forms (<8 x double> on AVX-512).
+accesses are constant tables, for sin/cos/tan of huge arguments and for the f32 logistic's exp (read with a masked
+gather in the vector forms: a load per lane would be hundreds of instructions at 64 lanes; exp's 16 entries are held
+in two registers instead on AVX-512 hosts, read with permutes). After inlining into a loop, LLVM's loop vectorizer
+widens the scalar forms (<8 x double> on AVX-512).
 
 f32 arguments (and f16/bf16, extended to f32 first) are computed in f64 and rounded once, with a relative error of
 ~1e-16 (far below the 2^-45 at which the single rounding would often differ from the f64 result's): the results are
 numpy's f64 result rounded to f32 (the interpreter's oracle) except for a few arguments in 10^8, where the f64 value
 lies within ~1e-16 of a rounding boundary. Most ops use their f64 kernel; erf has its own rational approximation,
-exp (and logistic, through it) a table of 2^(j/16) and a degree-6 polynomial, log no subnormal scaling, cbrt no
-final Newton step. The exception is tanh: for f32 (and f16/bf16) XLA:CPU evaluates a rational approximation in f32,
-up to 5 ulps from the exact value, and that is what tanh means here: the interpreter
-(`xlapy/interpreter/xla_tanh.py`) and this library (`mathlib/tanh_f32.py`) compute it, bit for bit as XLA:CPU. The
-vector forms of the f32 exp on AVX-512 hosts compute 16 lanes at a time in f32 and keep the f64 kernel for the lanes
-whose rounding they cannot decide (`mathlib/exponential_f32.py`: the same results, 12-20% less time). f64 uses
-fdlibm-style algorithms (Cody-Waite and Payne-Hanek reductions, minimax polynomials) with double-double arithmetic
-(2Sum, fma products) where a rounding would cost an ulp. f64 logistic is XLA's 1 / (1 + e^-x) rounded as the
-interpreter rounds it (see `logistic64`). The kernels live in the `mathlib` package (one module per family); the
-polynomial and rational coefficients in `mathlib/constants.py` come from tools/fit_math_coefficients.py (which also
-checks the tables of exp).
+logistic an exp of a table of 2^(j/16) and a degree-6 polynomial, log no subnormal scaling, cbrt no final Newton
+step. The exceptions are tanh and exp: for f32 (and f16/bf16) XLA:CPU evaluates approximations of its own in f32,
+tanh up to 5 ulps from the exact value and exp up to 1 (6 just below overflow), and that is what they mean here: the
+interpreter (`xlapy/interpreter/xla_cpu_math.py`) and this library (`mathlib/xla_cpu_f32.py`) compute them, bit for
+bit as XLA:CPU. f64 uses fdlibm-style algorithms (Cody-Waite and Payne-Hanek reductions, minimax polynomials) with
+double-double arithmetic (2Sum, fma products) where a rounding would cost an ulp. f64 logistic is XLA's 1 / (1 +
+e^-x) rounded as the interpreter rounds it (see `logistic64`). The kernels live in the `mathlib` package (one module
+per family); the polynomial and rational coefficients in `mathlib/constants.py` come from
+tools/fit_math_coefficients.py (which also checks the tables of exp).
 
 IEEE special values follow numpy / C99: NaN propagates, exp(-inf) = 0, log(0) = -inf, log(-1) = NaN,
 tanh(-0) = -0, sin(inf) = NaN, erf(+-inf) = +-1, pow(x, 0) = 1, pow(-8, 1/3) = NaN, overflow gives inf and
@@ -33,13 +31,13 @@ underflow 0 or a subnormal.
 
 Measured accuracy (max ulps; 6M arguments per op and type over all magnitudes, tests/codegen/test_math_library.py
 `-m slow`): f32 vs numpy's f64 result rounded to f32: 0 on every sample of the default tests (at most one
-argument in a million may differ, by 1 ulp, in the slow sweeps), but tanh (XLA:CPU's approximation: 5 over every
-f32, tests/codegen/test_tanh_f32.py); f64 vs numpy (erf/erfc: `math`; logistic: the
+argument in a million may differ, by 1 ulp, in the slow sweeps), but tanh and exp (XLA:CPU's approximations:
+5 and 6 over every f32, tests/codegen/test_xla_cpu_f32.py); f64 vs numpy (erf/erfc: `math`; logistic: the
 interpreter's formula) and vs the correctly rounded result (mpmath, 8000-30000 arguments; rsqrt is 1/sqrt, two
 roundings, like the interpreter's; logistic rounds like the interpreter's formula, not correctly).
 
     op        f32   f64 vs numpy   f64 vs exact     op        f32   f64 vs numpy   f64 vs exact
-    exp        0         1              1           sin        0         1              1
+    exp        6         1              1           sin        0         1              1
     exp2       0         1              1           cos        0         1              1
     expm1      0         1              1           tan        0         1              1
     log        0         1              1           atan       0         1              1
@@ -55,10 +53,8 @@ roundings, like the interpreter's; logistic rounds like the interpreter's formul
     rsqrt      0         0              1
 
 Throughput (a loop over 12.5M f32 values, measured on a shared, busy 2-core machine, so only ratios mean much):
-the f32 tanh (table and series) takes 0.8x the time of the 1e-16 rational it replaced on 16K values (0.9x on
-12.5M), the f32 exp (table and polynomial) 0.55x the time of the f64 kernel's reduction and polynomial (vector
-forms on 16K values; 0.6x with its former 256-entry gathered table), the 1e-16
-erf about 1.3x its former 1e-10 rational; the ops now on their f64 kernels
+XLA:CPU's f32 tanh and exp take 0.47x and 0.7x the time of the correctly rounded kernels they replaced on 4M values
+(docs/emitters.md), the 1e-16 erf about 1.3x its former 1e-10 rational; the ops now on their f64 kernels
 (sin/cos/tan, pow, the inverse and hyperbolic functions, exp2, expm1, log1p, erfc) are 1.3-3x slower than their
 former f32-only approximations. gelu stays faster than XLA:CPU (benchmarks/loop_fusion_vs_xla.py).
 """
@@ -138,13 +134,7 @@ def math_function(module: ir.Module, op: str, type: ir.Type) -> ir.Function:
         wide = kernel(Emitter(builder, lanes), *(builder.fpext(a, _like(a.type, F64)) for a in f32_args))
         return builder.fptrunc(wide, _like(wide.type, F32))
 
-    result = None
-    if spec.f32_native is not None:
-        result = spec.f32_native(builder, *args)
-    elif spec.f32_vector is not None and isinstance(type, ir.VectorType):
-        result = spec.f32_vector(builder, *args, in_f64)
-    if result is None:
-        result = in_f64(*args)
+    result = spec.f32_native(builder, *args) if spec.f32_native is not None else in_f64(*args)
     if not isinstance(element, ir.FloatType):
         result = builder.fptrunc(result, type)
     builder.ret(result)

@@ -307,7 +307,6 @@ def _formatted_table(values: Callable[[], list[float]]) -> tuple[int, str]:
 # --- registry ----------------------------------------------------------------------------------------------------
 
 Kernel = Callable[..., ir.Value]  # (Emitter, *f64 arguments) -> f64 result
-VectorKernel = Callable[[ir.IRBuilder, ir.Value, Callable[[ir.Value], ir.Value]], "ir.Value | None"]
 NativeKernel = Callable[[ir.IRBuilder, ir.Value], ir.Value]
 
 
@@ -319,9 +318,6 @@ class Op:
     # The interval the f32 kernel's argument is clamped to, in f32 before it is extended (the kernel assumes it):
     # a clamp of the extended value takes twice the instructions, an f32 vector being two f64 vectors.
     f32_domain: tuple[float, float] | None = None
-    # A form for f32 vectors computed in f32: (builder, vector, slow) -> the results, or None where it does not
-    # apply; ``slow(vector)`` emits the f32 kernel's results, for the lanes the form cannot round.
-    f32_vector: VectorKernel | None = None
     # A kernel computed in f32 arithmetic on f32 scalars and vectors, in place of the others for f32 (and f16/bf16)
     # arguments: for an op whose f32 results follow XLA:CPU's approximation rather than the rounded exact value.
     f32_native: NativeKernel | None = None
@@ -332,9 +328,8 @@ OPS: dict[str, Op] = {}
 
 def register(
     name: str, arity: int = 1, *, f64: Kernel, f32: Kernel | None = None, aliases: tuple[str, ...] = (),
-    f32_domain: tuple[float, float] | None = None, f32_vector: VectorKernel | None = None,
-    f32_native: NativeKernel | None = None,
+    f32_domain: tuple[float, float] | None = None, f32_native: NativeKernel | None = None,
 ) -> None:
     """Makes `name` (and its aliases) a math library op computed by the given kernels."""
     for n in (name, *aliases):
-        OPS[n] = Op(arity, f64, f32, f32_domain, f32_vector, f32_native)
+        OPS[n] = Op(arity, f64, f32, f32_domain, f32_native)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import decimal
-import functools
 import struct
 from dataclasses import dataclass
 
 from llvmlite import ir
 
-from xlapy.codegen.backends.mathlib import tanh_f32
+from xlapy.codegen.backends.mathlib import xla_cpu_f32
 from xlapy.codegen.backends.mathlib.constants import (
     EXP32_P,
     EXP_P64,
@@ -30,7 +29,6 @@ from xlapy.codegen.backends.mathlib.emitter import (
     register_table,
     two_sum,
 )
-from xlapy.codegen.backends.mathlib.exponential_f32 import exp32_vector
 
 
 @dataclass
@@ -107,7 +105,8 @@ EXP32_DOMAIN = (-110.0, 120.0)
 
 
 def exp32(e: Emitter, x: ir.Value) -> ir.Value:
-    """exp of an f64 value (an f32 argument extended, or computed from one), rounded once to f32 by the caller."""
+    """exp of an f64 value computed from an f32 argument, rounded once to f32 by the caller (f32 logistic's; f32 exp
+    itself is XLA:CPU's approximation, `xla_cpu_f32.exp32`)."""
     return exp32_in_domain(e, e.clamp(x, *EXP32_DOMAIN))
 
 
@@ -129,8 +128,7 @@ def exp32_in_domain(e: Emitter, x: ir.Value) -> ir.Value:
     return e.fma(scale, expm1_r, scale)
 
 
-register("exp", f64=exp64, f32=exp32_in_domain, f32_domain=EXP32_DOMAIN,
-         f32_vector=functools.partial(exp32_vector, powers=tuple(exp_table())))
+register("exp", f64=exp64, f32_native=xla_cpu_f32.exp32)
 
 
 def exp2_reduce(e: Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value]:
@@ -208,7 +206,7 @@ def tanh64(e: Emitter, x: ir.Value) -> ir.Value:
     return e.copysign(e.sub(e.select(large, 1.0, 0.0), q), x)
 
 
-register("tanh", f64=tanh64, f32_native=tanh_f32.tanh32)
+register("tanh", f64=tanh64, f32_native=xla_cpu_f32.tanh32)
 
 
 # numpy's f64 exp is up to 0.68 ulp off (measured): it may return the neighbour of the correctly rounded exp(-x)
