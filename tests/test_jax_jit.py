@@ -34,11 +34,11 @@ def test_an_elementwise_program_matches_jax_jit():
     x *= 2
     got = jit(gelu)(x)
     assert isinstance(got, np.ndarray) and got.dtype == np.float32 and got.shape == (4, 33)
-    # tanh's approximations and the contraction of multiply-adds differ from XLA:CPU's in the last bits,
-    # and 1 + tanh(u) cancels for negative x: within 2 eps of the magnitudes of the terms,
-    # 0.5 |x| (1 + |tanh(u)|) (measured: 1.44 eps; 8 draws).
+    # The contraction of multiply-adds differs from XLA:CPU's in the last bits (tanh is XLA:CPU's own), and
+    # 1 + tanh(u) cancels for negative x: within 1.5 eps of the magnitudes of the terms,
+    # 0.5 |x| (1 + |tanh(u)|) (measured: 1.0 eps; 8 draws).
     u = 0.7978845608 * (x.astype(np.float64) + 0.044715 * x.astype(np.float64) ** 3)
-    assert_within_sum_of_magnitudes(got, np.asarray(jax.jit(gelu)(x)), 0.5 * np.abs(x) * (1 + np.abs(np.tanh(u))), 2)
+    assert_within_sum_of_magnitudes(got, np.asarray(jax.jit(gelu)(x)), 0.5 * np.abs(x) * (1 + np.abs(np.tanh(u))), 1.5)
 
 
 def test_a_matmul_matches_jax_jit():
