@@ -20,6 +20,7 @@ from xlapy.codegen.emitters.scatter import (
     UNIQUE_INDICES,
     emit_scatter_fusion,
     in_place_outputs,
+    operand_row_blocks,
     scatter_plan,
 )
 from xlapy.codegen.fusion_checks import unsupported_fused_ops
@@ -335,10 +336,19 @@ def test_a_small_scatter_stays_serial():
     _check_split(_split_module("[64,8]", "[20,1]", "[20,8]"), np.arange(20).reshape(20, 1) % 7, SERIAL, 1)
 
 
-def test_narrow_windows_without_flags_stay_serial():
-    # Rows of 16 elements: a pass over the indices per block would cost about as much as the updates it shares out.
-    _check_split(_split_module("[16384,16]", "[4000,1]", "[4000,16]"),
-                 np.random.default_rng(1).integers(0, 16384, (4000, 1)), SERIAL, 1)
+@pytest.mark.parametrize("operand, count, window", [("[65536,4]", 4000, 4), ("[4096,16]", 16000, 16)],
+                         ids=["windows of 16 bytes", "more update elements than output elements"])
+def test_narrow_windows_without_flags_stay_serial(operand: str, count: int, window: int):
+    # A pass over the indices per block would cost more than the updates it shares out.
+    rows = int(operand[1:].split(",")[0])
+    _check_split(_split_module(operand, f"[{count},1]", f"[{count},{window}]"),
+                 np.random.default_rng(1).integers(0, rows, (count, 1)), SERIAL, 1)
+
+
+def test_narrow_windows_of_few_updates_split_the_operand_rows():
+    # Windows of 64 bytes, 64,000 update elements into 262,144: each core copies and updates its own rows.
+    _check_split(_split_module("[16384,16]", "[4000,1]", "[4000,16]"), _repeating_indices(4000, 16384), OPERAND_ROWS,
+                 min(operand_row_blocks(), 4))
 
 
 @pytest.mark.parametrize("rows", [2048, 2051])
@@ -355,7 +365,7 @@ def test_windows_across_the_split_are_cut_per_element():
     text = _split_module("[16000,32]", "[400,1]", "[400,3,32]", dims)
     indices = np.concatenate([np.array([[3998], [3999], [7999], [11998], [-1], [15998], [15997]]),
                               np.random.default_rng(3).integers(0, 16000, (393, 1))])
-    _check_split(text, indices, OPERAND_ROWS, 4)
+    _check_split(text, indices, OPERAND_ROWS, min(operand_row_blocks(), 8))
 
 
 def test_a_column_major_operand_splits_its_major_dimension():
@@ -417,8 +427,8 @@ def test_split_scatters_in_other_element_types():
 
 LONE = """HloModule lone
 comb { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT c = f32[] add(a, b) }
-ENTRY e { x = f32[16384,16] parameter(0)  i = s32[4000,1] parameter(1)  u = f32[4000,16] parameter(2)
-          ROOT s = f32[16384,16] scatter(x, i, u), """ + ROWS + """, to_apply=comb }
+ENTRY e { x = f32[65536,4] parameter(0)  i = s32[4000,1] parameter(1)  u = f32[4000,4] parameter(2)
+          ROOT s = f32[65536,4] scatter(x, i, u), """ + ROWS + """, to_apply=comb }
 """
 # The fusion's operand also feeds the updates: it cannot be updated in place while they still read it.
 OPERAND_READ_TWICE = """HloModule twice
@@ -438,18 +448,18 @@ def _repeating_indices(count: int, rows: int) -> np.ndarray:
     return indices.astype(np.int32)
 
 
-@pytest.mark.parametrize("text", [_split_module("[16384,16]", "[4000,1]", "[4000,16]"), LONE],
+@pytest.mark.parametrize("text", [_split_module("[65536,4]", "[4000,1]", "[4000,4]"), LONE],
                          ids=["fusion", "lone scatter"])
 def test_a_serial_scatter_of_a_large_operand_updates_a_copy_made_on_the_pool(text: str):
-    # f32[16384,16] is 1 MiB: a copy kernel (many blocks, on the pool) puts the operand in the output's slice, and
-    # the scatter, on one thread, updates it in place.
+    # f32[65536,4] is 1 MiB (in windows of 16 bytes, too narrow to split): a copy kernel (many blocks, on the pool)
+    # puts the operand in the output's slice, and the scatter, on one thread, updates it in place.
     module = xlapy.parse_hlo(text)
     executable = xlapy.compile(xlapy.parse_hlo(text), run_hlo_passes=False)
     copy, scatter = kernel_thunks(executable)
     assert copy.fusion.fused_computation.root.opcode == "copy" and copy.blocks > 1
     assert scatter.slice_indices == (0, 1, 2, 0) and in_place_outputs(scatter.fusion, scatter.slice_indices) == {0}
     assert scatter_plan(scatter.fusion, scatter.slice_indices).strategy == SERIAL
-    args = (_values("f32[16384,16]", 3), _repeating_indices(4000, 16384), _values("f32[4000,16]", 4))
+    args = (_values("f32[65536,4]", 3), _repeating_indices(4000, 65536), _values("f32[4000,4]", 4))
     for _ in range(2):  # the second call reuses the prepared launches
         assert_same(executable(*args), xlapy.evaluate(module, *args), exact_bits=True)
 

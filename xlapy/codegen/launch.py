@@ -9,7 +9,9 @@ the vector is the host's SIMD register (``Device.host()``).
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 from dataclasses import dataclass, replace
 
 from xlapy.indexing import IndexingMap
@@ -17,6 +19,13 @@ from xlapy.indexing.affine import add, const, dim, floordiv, mod, mul, sym
 from xlapy.indexing.indexing_map import Variable
 from xlapy.indexing.interval import Interval
 from xlapy.shapes import ELEMENT_TYPES, Shape
+
+
+@functools.cache
+def host_cores() -> int:
+    """The cores this process may run on: the CPU's workers (asked once: the question is a system call)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
 
 # The entry function's attribute naming the backend a kernel is emitted for (as in XLA), e.g. "cpu": there a
 # thread's vector is SIMD lanes, which the CPU passes keep as vectors instead of unrolling them.

@@ -9,11 +9,11 @@ releases the GIL during a kernel's call, so the ranges run in parallel on the po
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from xlapy.codegen.launch import host_cores
 from xlapy.runtime import native_pool
 
 _lock = threading.Lock()
@@ -33,10 +33,9 @@ NATIVE_SERIAL_ELEMENTS = 1 << 15
 MIN_CHUNK_ELEMENTS = 1 << 12
 
 
-@functools.cache
 def worker_count() -> int:
-    # Asked once: the question is a system call, and kernels are launched many times per loop.
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    """The threads a launch spreads over: one per core."""
+    return host_cores()
 
 
 def _executor() -> ThreadPoolExecutor:

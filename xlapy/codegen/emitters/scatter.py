@@ -8,13 +8,15 @@ order of the updates' scatter dimensions, and for each the window in row-major o
 work into blocks (``scatter_plan``):
 
 - ``serial``: one block of one thread applies every update in order: small scatters, and scatters without
-  ``unique_indices`` or ``indices_are_sorted`` whose windows are narrow (jax's ``.at[].add`` sets neither flag;
-  XLA:CPU applies such scatters on one thread too, a vector per window).
-- ``operand_rows``: scatters without usable flags and with wide windows. Each block owns a range of the
+  ``unique_indices`` or ``indices_are_sorted`` whose windows are narrow (below 32 bytes) or whose update elements
+  outnumber the output's (jax's ``.at[].add`` sets neither flag; XLA:CPU applies such scatters on one thread, a
+  vector per window).
+- ``operand_rows``: scatters without usable flags whose windows are wide (64 elements), or of 32 bytes or more
+  with no more update elements than the output has. Each block (one per core at most) owns a range of the
   operand's most major dimension: it copies those rows of the operand into the output, then walks every index
   vector in order and applies the parts of windows that fall in its rows. Blocks write disjoint elements, so no
   barrier is needed between the copy and the updates, and each element sees its updates in order; the price is
-  a pass over the indices per block (``MIN_WINDOW_ELEMENTS_FOR_OPERAND_ROWS``).
+  a pass over the indices per block (``MIN_WINDOW_ELEMENTS_FOR_OPERAND_ROWS``, ``MIN_WINDOW_BYTES_FOR_FEW_UPDATES``).
 - ``unique_indices`` (the scatter promises that no two updates reach one element; every output passed in its
   operand's slice): the blocks share out the index vectors, plain loads and stores, no copy.
 - ``sorted_indices`` (``indices_are_sorted``, windows of distinct index vectors disjoint, every output in place):
@@ -63,7 +65,7 @@ from xlapy.codegen.emitters.common import (
     launch_ids,
     values_at,
 )
-from xlapy.codegen.launch import Device, LaunchDimensions
+from xlapy.codegen.launch import Device, LaunchDimensions, host_cores
 from xlapy.codegen.partitioner import PartitionedComputation
 from xlapy.codegen.types import element_type, tensor_type
 from xlapy.errors import UnimplementedError, VerifyError
@@ -72,21 +74,28 @@ from xlapy.indexing import IndexingMap, affine
 from xlapy.indexing.affine import AffineExpr
 from xlapy.indexing.indexing_map import Variable
 from xlapy.indexing.interval import Interval
-from xlapy.shapes import Shape
+from xlapy.shapes import ELEMENT_TYPES, Shape
 
 # One block of one thread: the updates are applied serially.
 SCATTER_LAUNCH = LaunchDimensions(threads_per_block=1, blocks=1, vector_size=1)
 
 SERIAL, OPERAND_ROWS, UNIQUE_INDICES, SORTED_INDICES = "serial", "operand_rows", "unique_indices", "sorted_indices"
 
-# The operand-rows split: a block does at least this much work (elements copied plus update elements applied);
-# at most this many blocks. Every block reads every index vector and branches on whether its window is the block's
-# (half the branches mispredicted with two blocks: about as long as applying a window of 16 f32), and copies are
-# bound by memory bandwidth, which more cores need not raise: the split pays where windows are wide (2 blocks on
-# 4096 x 256 f32 rows: each block 0.53x of the serial kernel's time; on windows of 16 f32: 1.4x).
+# The operand-rows split: a block does at least this much work (elements copied plus update elements applied), and
+# there are at most as many blocks as cores (``operand_row_blocks``). Every block reads every index vector and
+# branches on whether its window is the block's (half the branches mispredicted with two blocks: about as long as
+# applying a window of 16 f32), so a block per core walks the indices once per core. The split pays where windows
+# are wide (2 blocks on 4096 x 256 f32 rows: each block 0.53x of the serial kernel's time), and on narrower windows
+# where the updates are no larger than the output: each core then copies its rows and applies their updates where
+# the copy left them, in its own cache, where the serial plan's one thread reaches half of them in the other core's
+# (whole programs, against the serial kernel after a copy kernel on the pool, 2 cores: f32[65536,16] with 16,384
+# updates 345 -> 266-294 µs; f32[262144,8] with 16,384 updates about even, 462 against 398-475 µs; f32[16384,16]
+# with 16,384 updates 175 -> 137-155 µs). With more updates than that, or windows of a few elements, the walk over the
+# indices and the update rows both cores fetch cost more (f32[16384,16] with 65,536 updates 374 -> 413 µs;
+# f32[65536,4] with 65,536 updates 247 -> 372).
 MIN_ELEMENTS_PER_OPERAND_BLOCK = 1 << 16
-MAX_OPERAND_BLOCKS = 4
 MIN_WINDOW_ELEMENTS_FOR_OPERAND_ROWS = 64
+MIN_WINDOW_BYTES_FOR_FEW_UPDATES = 32
 # The splits over index vectors: a block applies at least this many update elements.
 MIN_UPDATE_ELEMENTS_PER_BLOCK = 1 << 12
 
@@ -235,13 +244,21 @@ def scatter_plan(fusion: HloInstruction, slice_indices: Sequence[int] | None) ->
     output = fusion_output_shapes(fusion)[0]
     split_dim = _major_dimension(output) if output.dimensions else None
     work = copied * math.prod(output.dimensions) + vectors * window
-    if split_dim is not None and window >= MIN_WINDOW_ELEMENTS_FOR_OPERAND_ROWS:
+    window_bytes = window * ELEMENT_TYPES[output.element_type].bit_width // 8
+    few_updates = window_bytes >= MIN_WINDOW_BYTES_FOR_FEW_UPDATES and vectors * window <= math.prod(output.dimensions)
+    if split_dim is not None and (window >= MIN_WINDOW_ELEMENTS_FOR_OPERAND_ROWS or few_updates):
         rows = output.dimensions[split_dim]
-        blocks = min(MAX_OPERAND_BLOCKS, rows, work // MIN_ELEMENTS_PER_OPERAND_BLOCK)
+        blocks = min(operand_row_blocks(), rows, work // MIN_ELEMENTS_PER_OPERAND_BLOCK)
         if blocks > 1:
             per_block = -(-rows // blocks)
             return ScatterPlan(OPERAND_ROWS, -(-rows // per_block), per_block, work, split_dim)
     return ScatterPlan(SERIAL, 1, vectors, work)
+
+
+def operand_row_blocks() -> int:
+    """The most blocks an operand-rows split makes: one per core, and two on one core (the same kernel as on two,
+    whose blocks then run one after the other)."""
+    return max(2, host_cores())
 
 
 def scatter_launch(fusion: HloInstruction, slice_indices: Sequence[int] | None) -> LaunchDimensions:
