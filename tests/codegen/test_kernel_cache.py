@@ -175,7 +175,7 @@ def _fusion():
     return next(i for i in module.entry.instructions if i.opcode == "fusion")
 
 
-@pytest.mark.parametrize("name", ["source_hash", "toolchain", "host_cpu"])
+@pytest.mark.parametrize("name", ["source_hash", "toolchain", "host_cpu", "host_cores"])
 def test_each_input_of_the_key_changes_it(monkeypatch, name):
     fusion, device = _fusion(), Device.host()
     before = kernel_cache.fingerprint(fusion, device)

@@ -4,7 +4,7 @@ The key is a fingerprint of everything the machine code depends on: the
 fused computation's text, the fusion's operand and result shapes (with
 layouts), which of its buffers are passed as one slice, whether it writes
 results of the program (``codegen/streaming.py``), the device, the
-compile options, the host CPU and its features, the versions of LLVM,
+compile options, the host CPU, its features and cores, the versions of LLVM,
 llvmlite and xDSL, and the source of the whole xlapy package (the code
 generator uses its IR, indexing, shapes and more).
 
@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from xlapy.codegen.launch import Device, LaunchDimensions
+from xlapy.codegen.launch import Device, LaunchDimensions, host_cores
 from xlapy.codegen.streaming import writes_program_result
 from xlapy.errors import XlapyError
 from xlapy.files import read_regular_file
@@ -110,6 +110,8 @@ def key_inputs(fusion: HloInstruction, device: Device, options: str = "",
         "source": source_hash(),
         "toolchain": toolchain(),
         "host": host_cpu(),
+        # A scatter's operand-rows split makes a block per core (``scatter.operand_row_blocks``).
+        "cores": str(host_cores()),
         "device": repr(device),
         "options": options,
         "computation": _computation_text(fusion.fused_computation),
