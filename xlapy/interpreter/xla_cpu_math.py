@@ -23,6 +23,8 @@ the product rounded.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 # tanh: x P(x^2) / Q(x^2), the coefficients of P and Q as f32, highest degree first.
@@ -52,15 +54,42 @@ EXP_MAX_ULPS = 6
 EXP_ONE_ULP_BELOW = 88.6
 
 
+# f64 keeps 29 more significand bits than f32: an f64 halfway between two f32 has exactly the top one of them set.
+_BELOW_F32 = np.uint64((1 << 29) - 1)
+_HALFWAY = np.uint64(1 << 28)
+_F32_TINY = float(np.finfo(np.float32).tiny)
+# Elements computed at a time: the temporaries of one step stay in the caches.
+_CHUNK = 1 << 15
+
+
 def fused_multiply_add(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """a * b + c rounded once to f32, for f32 arrays (broadcast together) of finite values.
 
-    The product is exact in f64 (48 significant bits); the sum is rounded to f64 and its error recovered exactly
-    (Knuth's two-sum). Rounding the f64 sum to f32 could round twice, so it is first rounded to odd: truncated
-    toward zero, with its last bit set when inexact. A value rounded to odd with at least two more bits than the
-    target rounds to the target as the exact value does."""
+    The product is exact in f64 (48 significant bits), and the f64 sum rounds to f32 as the exact sum does unless
+    it lies exactly halfway between two f32 (or below f32's normal range): only there can rounding twice differ
+    from rounding once. Those few elements are computed again exactly (``_rounded_once``)."""
     product = np.asarray(a, np.float32).astype(np.float64) * np.asarray(b, np.float32)
     addend = np.asarray(c, np.float32).astype(np.float64)
+    total = np.asarray(product + addend)
+    result = total.astype(np.float32)
+    suspect = _may_round_twice(total)
+    if suspect.any():
+        product, addend = np.broadcast_to(product, total.shape), np.broadcast_to(addend, total.shape)
+        result[suspect] = _rounded_once(product[suspect], addend[suspect])
+    return result
+
+
+def _may_round_twice(total: np.ndarray) -> np.ndarray:
+    """Where the f64 ``total`` may round to f32 otherwise than the exact value it was rounded from."""
+    halfway = (total.view(np.uint64) & _BELOW_F32) == _HALFWAY
+    return halfway | (np.abs(total) < _F32_TINY)
+
+
+def _rounded_once(product: np.ndarray, addend: np.ndarray) -> np.ndarray:
+    """``product + addend`` (f64, the product exact) rounded once to f32: the f64 sum's error recovered exactly
+    (Knuth's two-sum), and the sum rounded to odd first, truncated toward zero with its last bit set when inexact.
+    A value rounded to odd with at least two more bits than the target rounds to the target as the exact value
+    does."""
     total = product + addend
     virtual = total - product
     error = (product - (total - virtual)) + (addend - virtual)
@@ -85,9 +114,30 @@ def _horner(x: np.ndarray, coefficients: tuple[float, ...]) -> np.ndarray:
     return result
 
 
+def _in_chunks(function: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
+    """``function`` of the f32 array ``x``, computed a cache-sized chunk at a time: its dozens of steps then read
+    and write the caches rather than memory (3x faster on f32[6,512,4096])."""
+    x = np.asarray(x, np.float32)
+    flat = x.reshape(-1)
+    if flat.size <= _CHUNK:
+        return function(flat).reshape(x.shape)
+    out = np.empty_like(flat)
+    for start in range(0, flat.size, _CHUNK):
+        out[start:start + _CHUNK] = function(flat[start:start + _CHUNK])
+    return out.reshape(x.shape)
+
+
 def tanh_f32(x: np.ndarray) -> np.ndarray:
     """tanh of the f32 array ``x`` as XLA:CPU computes it."""
-    x = np.asarray(x, np.float32)
+    return _in_chunks(_tanh, x)
+
+
+def exp_f32(x: np.ndarray) -> np.ndarray:
+    """exp of the f32 array ``x`` as XLA:CPU computes it (without flushing subnormal results to zero)."""
+    return _in_chunks(_exp, x)
+
+
+def _tanh(x: np.ndarray) -> np.ndarray:
     with np.errstate(all="ignore"):  # NaN arguments
         clamped = _clamped(x, -TANH_CLAMP, TANH_CLAMP)
         square = clamped * clamped
@@ -97,9 +147,8 @@ def tanh_f32(x: np.ndarray) -> np.ndarray:
     return np.where(magnitude >= np.float32(TANH_ONE_FROM), np.copysign(np.float32(1), x), result).astype(np.float32)
 
 
-def exp_f32(x: np.ndarray) -> np.ndarray:
-    """exp of the f32 array ``x`` as XLA:CPU computes it (without flushing subnormal results to zero)."""
-    x = _clamped(np.asarray(x, np.float32), *EXP_CLAMP)
+def _exp(x: np.ndarray) -> np.ndarray:
+    x = _clamped(x, *EXP_CLAMP)
     with np.errstate(all="ignore"):  # NaN arguments
         n = _clamped(np.floor(fused_multiply_add(x, np.float32(EXP_LOG2E), np.float32(0.5))), *EXP_N_CLAMP)
         r = fused_multiply_add(np.float32(-EXP_LN2_HIGH), n, x)
