@@ -39,7 +39,7 @@ TANH_ONE_FROM = 20.0
 # The largest distance from the correctly rounded tanh, in ulps, over every f32 (reached at 3.7372892).
 TANH_MAX_ULPS = 5
 
-# exp: the clamp of the argument, log2(e), ln2 = EXP_LN2_HIGH - EXP_LN2_LOW (the first of 10 significant bits, so
+# exp: the clamp of the argument, log2(e), ln2 = EXP_LN2_HIGH - EXP_LN2_LOW (the first of 9 significant bits, so
 # that its products with n are exact), the clamp of n, and P(r) = EXP_POLYNOMIAL[0] r^5 + ... + EXP_POLYNOMIAL[5].
 EXP_CLAMP = (-87.8, 88.8)
 EXP_LOG2E = 1.44269504088896341
