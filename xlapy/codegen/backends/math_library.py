@@ -65,7 +65,7 @@ from llvmlite import ir
 
 # the kernel modules register their ops on import
 from xlapy.codegen.backends.mathlib import exponential, logarithm, special, trigonometric  # noqa: F401
-from xlapy.codegen.backends.mathlib.emitter import F32, F64, OPS, Emitter
+from xlapy.codegen.backends.mathlib.emitter import F32, F64, OPS, Emitter, clamp_in_type
 from xlapy.errors import UnimplementedError
 
 MATH_OPS: tuple[str, ...] = tuple(sorted(OPS))
@@ -87,15 +87,6 @@ def _type_suffix(type: ir.Type) -> str:
 
 def _like(type: ir.Type, element: ir.Type) -> ir.Type:
     return ir.VectorType(element, type.count) if isinstance(type, ir.VectorType) else element
-
-
-def _clamp(builder: ir.IRBuilder, x: ir.Value, low: float, high: float) -> ir.Value:
-    """``x`` limited to [low, high] (both exact in x's type), NaN kept: as ``Emitter.clamp``, in x's own type."""
-    low_value, high_value = (ir.Constant(x.type, v) if not isinstance(x.type, ir.VectorType)
-                             else ir.Constant(x.type, [ir.Constant(x.type.element, v)] * x.type.count)
-                             for v in (low, high))
-    x = builder.select(builder.fcmp_ordered("<", x, low_value), low_value, x)
-    return builder.select(builder.fcmp_ordered(">", x, high_value), high_value, x)
 
 
 def math_function(module: ir.Module, op: str, type: ir.Type) -> ir.Function:
@@ -129,7 +120,7 @@ def math_function(module: ir.Module, op: str, type: ir.Type) -> ir.Function:
         """The f32 kernel on f32 values (of ``type``'s lanes, or fewer): evaluated in f64, rounded once."""
         lanes = f32_args[0].type.count if isinstance(f32_args[0].type, ir.VectorType) else None
         if spec.f32_domain is not None:
-            f32_args = tuple(_clamp(builder, a, *spec.f32_domain) for a in f32_args)
+            f32_args = tuple(clamp_in_type(builder, a, *spec.f32_domain) for a in f32_args)
         kernel = spec.f32 or spec.f64
         wide = kernel(Emitter(builder, lanes), *(builder.fpext(a, _like(a.type, F64)) for a in f32_args))
         return builder.fptrunc(wide, _like(wide.type, F32))

@@ -149,8 +149,7 @@ class Emitter:
 
     def clamp(self, x, low: float, high: float) -> ir.Value:
         """x limited to [low, high]; NaN stays NaN."""
-        x = self.select(self.lt(x, low), low, x)
-        return self.select(self.gt(x, high), high, x)
+        return clamp_in_type(self.b, self.f(x), low, high)
 
     # bits and integers
     def bits(self, x) -> ir.Value:
@@ -270,6 +269,15 @@ def register_table(e: Emitter, name: str, values: Callable[[], list[float]], ind
     while len(pieces) > 1:  # concatenated pairwise
         pieces = [concatenate_vectors(e.b, pieces[k], pieces[k + 1]) for k in range(0, len(pieces), 2)]
     return pieces[0]
+
+
+def clamp_in_type(b: ir.IRBuilder, x: ir.Value, low: float, high: float) -> ir.Value:
+    """``x`` (a float or a vector of floats, of any width) limited to [low, high] (both exact in its type); NaN
+    stays NaN."""
+    low_value, high_value = (ir.Constant(x.type, [ir.Constant(x.type.element, v)] * x.type.count)
+                             if isinstance(x.type, ir.VectorType) else ir.Constant(x.type, v) for v in (low, high))
+    x = b.select(b.fcmp_ordered("<", x, low_value), low_value, x)
+    return b.select(b.fcmp_ordered(">", x, high_value), high_value, x)
 
 
 def declared(module: ir.Module, name: str, result: ir.Type, arguments: list[ir.Type]) -> ir.Function:

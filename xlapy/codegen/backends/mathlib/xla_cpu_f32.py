@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from xlapy.codegen.backends.mathlib.emitter import declared
+from xlapy.codegen.backends.mathlib.emitter import clamp_in_type, declared
 from xlapy.interpreter.xla_cpu_math import (
     EXP_CLAMP,
     EXP_LN2_HIGH,
@@ -55,11 +55,6 @@ class _F32:
     def fma(self, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
         return self.intrinsic("fma", a, b, c)
 
-    def clamp(self, x: ir.Value, low: float, high: float) -> ir.Value:
-        """``x`` limited to [low, high]; NaN stays NaN."""
-        x = self.b.select(self.b.fcmp_ordered("<", x, self.f(low)), self.f(low), x)
-        return self.b.select(self.b.fcmp_ordered(">", x, self.f(high)), self.f(high), x)
-
     def horner(self, x: ir.Value, coefficients: tuple[float, ...]) -> ir.Value:
         """The polynomial (highest degree first) at ``x``, a fused multiply-add per step."""
         result = self.f(coefficients[0])
@@ -71,7 +66,7 @@ class _F32:
 def tanh32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """tanh of ``x`` (an f32, or a vector of f32) as XLA:CPU computes it."""
     e = _F32(b, x.type)
-    clamped = e.clamp(x, -TANH_CLAMP, TANH_CLAMP)
+    clamped = clamp_in_type(b, x, -TANH_CLAMP, TANH_CLAMP)
     square = b.fmul(clamped, clamped)
     quotient = b.fdiv(b.fmul(clamped, e.horner(square, TANH_NUMERATOR)), e.horner(square, TANH_DENOMINATOR))
     magnitude = e.intrinsic("fabs", x)
@@ -83,8 +78,8 @@ def tanh32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 def exp32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """exp of ``x`` (an f32, or a vector of f32) as XLA:CPU computes it (subnormal results are not flushed)."""
     e = _F32(b, x.type)
-    x = e.clamp(x, *EXP_CLAMP)
-    n = e.clamp(e.intrinsic("floor", e.fma(x, e.f(EXP_LOG2E), e.f(0.5))), *EXP_N_CLAMP)
+    x = clamp_in_type(b, x, *EXP_CLAMP)
+    n = clamp_in_type(b, e.intrinsic("floor", e.fma(x, e.f(EXP_LOG2E), e.f(0.5))), *EXP_N_CLAMP)
     r = e.fma(e.f(-EXP_LN2_HIGH), n, x)
     r = e.fma(e.f(EXP_LN2_LOW), n, r)
     z = e.fma(e.horner(r, EXP_POLYNOMIAL), b.fmul(r, r), r)
