@@ -1,7 +1,7 @@
 """f32 (and f16, bf16) tanh and exp, in the interpreter and in compiled code, are XLA:CPU's approximations bit for
 bit (xlapy/interpreter/xla_cpu_math.py), within their stated ulps of the correctly rounded value: bounds every f32
-argument respects and one argument reaches. XLA:CPU flushes subnormal results to zero; xlapy does not, so there
-the comparison takes XLA's zero for the subnormal."""
+argument respects and one argument reaches. XLA:CPU flushes subnormal results to zero; xlapy does not, so both
+sides are compared with subnormals flushed."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import xlapy
+from tools.compare import assert_same
 from xlapy.interpreter import xla_cpu_math as m
 from xlapy.runtime.ulps import ulp_distance
 
@@ -44,14 +45,6 @@ def _module(opcode: str, element_type: str, count: int) -> xlapy.HloModule:
                            f"  ROOT y = {element_type}[{count}] {opcode}(x)\n}}\n")
 
 
-def _agree_with_xla(actual: np.ndarray, xla: np.ndarray) -> np.ndarray:
-    """Per element: the same bits, NaN on both sides, or XLA's flushed zero for a subnormal."""
-    unsigned = {2: np.uint16, 4: np.uint32}[actual.dtype.itemsize]
-    wide_actual, wide_xla = actual.astype(np.float64), xla.astype(np.float64)
-    flushed = (wide_xla == 0) & (np.abs(wide_actual) < TINY) & (np.signbit(wide_actual) == np.signbit(wide_xla))
-    return (actual.view(unsigned) == xla.view(unsigned)) | (np.isnan(wide_actual) & np.isnan(wide_xla)) | flushed
-
-
 def _f32_arguments(function: Function, rng: np.random.Generator) -> np.ndarray:
     """Every magnitude (random bit patterns), the range the function is computed on, and each bound of the
     approximation with its neighbours, of both signs, with the special values."""
@@ -73,9 +66,7 @@ def test_f32_is_xla_cpus_bit_for_bit(opcode: str):
     module = _module(opcode, "f32", x.size)
     xla = np.asarray(jax.jit(function.xla)(x))
     for name, result in [("compiled", xlapy.compile(module)(x)), ("interpreter", xlapy.evaluate(module, x))]:
-        result = np.asarray(result)
-        same = _agree_with_xla(result, xla)
-        assert same.all(), f"{name}: differs from XLA:CPU at {x[~same][:8]}: {result[~same][:8]} vs {xla[~same][:8]}"
+        assert_same(result, xla, flush=True, context=name)
 
 
 @pytest.mark.parametrize("element_type", ["bf16", "f16"])
@@ -86,8 +77,7 @@ def test_narrow_floats_are_xla_cpus_on_every_value(opcode: str, element_type: st
     module = _module(opcode, element_type, x.size)
     xla = np.asarray(jax.jit(FUNCTIONS[opcode].xla)(x))
     for name, result in [("compiled", xlapy.compile(module)(x)), ("interpreter", xlapy.evaluate(module, x))]:
-        same = _agree_with_xla(np.asarray(result), xla)
-        assert same.all(), f"{name}: differs from XLA:CPU at {x[~same][:8]}"
+        assert_same(result, xla, flush=True, context=name)
 
 
 @pytest.mark.parametrize("opcode", FUNCTIONS)
@@ -130,8 +120,7 @@ def test_every_f32_is_xla_cpus_and_within_the_bound(opcode: str):
         for start in range(0, last + 1, chunk):
             x = (np.arange(start, start + chunk, dtype=np.uint64).astype(np.uint32) | np.uint32(sign)).view(np.float32)
             result = np.asarray(compiled(x))
-            same = _agree_with_xla(result, np.asarray(jax.jit(function.xla)(x)))
-            assert same.all(), f"differs from XLA:CPU at {x[~same][:8]}"
+            assert_same(result, np.asarray(jax.jit(function.xla)(x)), flush=True, context=f"from {start:#x}")
             with np.errstate(all="ignore"):
                 exact = function.exact(x.astype(np.float64)).astype(np.float32)
             normal = np.isfinite(exact) & ~(np.abs(exact) < TINY) & np.isfinite(x)
