@@ -371,6 +371,10 @@ def convert(em: FunctionEmitter, x: SSAValue, source: str, target: str) -> SSAVa
         return x
     if is_narrow_float(source):
         x, source = em.insert(arith.ExtFOp(x, Float32Type())).result, "f32"
+    if target == "bf16" and source not in ("f32", "bf16"):
+        # XLA's elemental emitter rounds to f32 first (then EmitF32ToBF16), as ml_dtypes and the interpreter do:
+        # from f64 and from integers of more than 24 bits that is two roundings, not one.
+        x, source = convert(em, x, source, "f32"), "f32"
     target_type = element_type(target)
     if target == "pred":
         zero = _const_like(em, 0 if not is_float(source) else 0.0, source)
