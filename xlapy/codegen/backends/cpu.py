@@ -109,7 +109,13 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
-from xlapy.codegen.backends.mathlib.emitter import concatenate_vectors, vector_lanes
+from xlapy.codegen.backends.mathlib.emitter import (
+    bf16_rounded_bits,
+    bf16_to_f32,
+    concatenate_vectors,
+    pack_bf16,
+    vector_lanes,
+)
 from xlapy.codegen.backends.object_check import check_object, host_machine
 from xlapy.errors import UnimplementedError, VerifyError
 from xlapy.registry import registrar
@@ -318,10 +324,13 @@ def _thread_loop_width(function: func.FuncOp) -> int:
 
 def _is_vectorized(function: func.FuncOp) -> bool:
     """Whether the body computes on vectors (`vector_index` lowered to SIMD lanes by `vectorize-lanes`): it has
-    vector values and reads no lane out of one."""
+    vector values and reads no lane out of a vector loaded from memory. Lanes read out of a loop's vector
+    accumulators (a row reduction's final horizontal combine) leave the loads and the loop whole vectors: taken
+    for per-lane code, the loop's loads become scalar ones that the SLP vectorizer only partly joins again (bf16
+    rows were read half by `vpinsrw`, 1.4x slower on AVX2)."""
     has_vectors = False
     for op in function.walk():
-        if isinstance(op, vector.ExtractOp):
+        if isinstance(op, vector.ExtractOp) and isinstance(op.vector.owner, xllvm.LoadOp):
             return False
         has_vectors = has_vectors or any(isinstance(r.type, VectorType) for r in op.results)
     return has_vectors
@@ -463,16 +472,11 @@ class _Translator:
         return value
 
     def _bf16_to_f32(self, value: ir.Value) -> ir.Value:
-        """bf16 → f32 as the bits shifted into the high half (exact, denormals included). Not ``fpext``: LLVM
-        narrows ``maximum(fpext a, fpext b)`` (and minimum, maxnum, minnum) to a bf16 operation, which the x86
-        backend computes in f32 and rounds back with AVX512-BF16's vcvtneps2bf16, flushing denormals to zero."""
+        """bf16 → f32 (`bf16_to_f32`), reusing the f32 value a rounding just made."""
         widened = self._bf16_widened.get(id(value))
         if widened is not None and widened[0] is value:
             return widened[1]
-        b = self.b
-        i16, i32 = _like(value.type, ir.IntType(16)), _like(value.type, I32)
-        bits = b.shl(b.zext(b.bitcast(value, i16), i32), _constant(i32, 16))
-        return b.bitcast(bits, _like(value.type, F32))
+        return bf16_to_f32(self.b, value)
 
     def narrow(self, value: ir.Value, target: ir.Type) -> ir.Value:
         """Float `value` converted to the float type `target`, rounding (to nearest even) at most once."""
@@ -511,7 +515,7 @@ class _Translator:
         """f32 → bf16, round to nearest even, denormals rounded like other values, a NaN its sign's quiet NaN."""
         if isinstance(value.type, ir.VectorType) and self.bf16_instruction:
             return self._f32_to_bf16_by_instruction(value)
-        return self._pack_bf16(self._bf16_rounded_bits(value), value.type)
+        return pack_bf16(self.b, bf16_rounded_bits(self.b, value), _like(value.type, BF16))
 
     def _f32_to_bf16_by_instruction(self, value: ir.Value) -> ir.Value:
         """`_f32_to_bf16` of a vector with the host's conversion (vcvtneps2bf16, one instruction where the integer
@@ -522,14 +526,14 @@ class _Translator:
         b = self.b
         native = b.fptrunc(value, _like(value.type, BF16))
         any_special = self._any_lane(self._subnormal_or_nan_lanes(value))
-        rounded_bits = self._bf16_rounded_bits(value)
+        rounded_bits = bf16_rounded_bits(b, value)
         # The two roundings meet as i16 vectors: a phi of bfloat vectors makes LLVM's x86 backend take the rare
         # path one lane at a time.
         words = _like(value.type, ir.IntType(16))
         native_words = b.bitcast(native, words)
         common = b.block
         with b.if_then(any_special, likely=False):
-            exact = b.bitcast(self._pack_bf16(rounded_bits, value.type), words)
+            exact = b.bitcast(pack_bf16(b, rounded_bits, native.type), words)
             rare = b.block
         merged = b.phi(words)
         merged.add_incoming(native_words, common)
@@ -607,34 +611,6 @@ class _Translator:
         merged.add_incoming(quotient, common)
         merged.add_incoming(divided, rare)
         return merged
-
-    def _bf16_rounded_bits(self, value: ir.Value) -> ir.Value:
-        """The bits of f32 `value` with its bf16 rounding (to nearest even, a NaN its sign's quiet NaN) in their high
-        16 bits."""
-        b = self.b
-        i32 = _like(value.type, I32)
-        bits = b.bitcast(value, i32)
-        lsb = b.and_(b.lshr(bits, _constant(i32, 16)), _constant(i32, 1))
-        rounded = b.add(bits, b.add(lsb, _constant(i32, 0x7FFF)))
-        # A NaN becomes the quiet NaN of its sign, as XLA:CPU's conversion and the interpreter make it.
-        quiet = b.or_(b.and_(bits, _constant(i32, 0xFF800000)), _constant(i32, 0x400000))
-        is_nan = b.fcmp_unordered("uno", value, value)
-        return b.select(is_nan, quiet, rounded)
-
-    def _pack_bf16(self, rounded_bits: ir.Value, f32_type: ir.Type) -> ir.Value:
-        """The bf16 values whose bits are the high halves of `rounded_bits`."""
-        b = self.b
-        if isinstance(f32_type, ir.VectorType):
-            # The high 16-bit halves (words 2k + 1, little-endian) picked by one shuffle: x86 packs 32 lanes with one
-            # vpermt2w, where a shift and a truncation take two shifts, two vpmovdw and a vinserti64x4.
-            count = f32_type.count
-            words = b.bitcast(rounded_bits, ir.VectorType(ir.IntType(16), 2 * count))
-            high = b.shuffle_vector(words, ir.Constant(words.type, None),
-                                    ir.Constant(ir.VectorType(I32, count), [2 * k + 1 for k in range(count)]))
-            return b.bitcast(high, _like(f32_type, BF16))
-        i32 = rounded_bits.type
-        high = b.trunc(b.lshr(rounded_bits, _constant(i32, 16)), ir.IntType(16))
-        return b.bitcast(high, BF16)
 
     def in_f32(self, op: Operation, compute: Callable[..., ir.Value]) -> None:
         """Define `op`'s result as `compute(*operands)`, done in f32 for bf16/f16 and rounded back."""
@@ -1267,11 +1243,25 @@ def _as_stored(t: _Translator, value: ir.Value) -> ir.Value:
 # control flow
 
 
+def _carried(t: _Translator, value: ir.Value) -> ir.Value:
+    """``value`` as a phi carries it between blocks: bf16 values as their bits. x86 without AVX512-BF16 keeps a
+    bfloat phi in an f32 register and rounds it back with compiler-rt's __truncsfbf2, which the process may lack."""
+    words = _in_memory(value.type)
+    return value if words == value.type else t.b.bitcast(value, words)
+
+
+def _uncarried(t: _Translator, phi: ir.Value, value_type: ir.Type) -> ir.Value:
+    """The value a phi made by `_carried` stands for."""
+    return phi if phi.type == value_type else t.b.bitcast(phi, value_type)
+
+
 @_lowers("scf.for")
 def _for(t: _Translator, op: scf.ForOp) -> None:
     b = t.b
     lower, upper, step = t.get(op.lb), t.get(op.ub), t.get(op.step)
     inits = [t.get(v) for v in op.iter_args]
+    types = [init.type for init in inits]
+    inits = [_carried(t, init) for init in inits]
     before = b.block
     header = t.function.append_basic_block("for.header")
     body = t.function.append_basic_block("for.body")
@@ -1289,16 +1279,16 @@ def _for(t: _Translator, op: scf.ForOp) -> None:
     b.position_at_end(body)
     block = op.body.block
     t.values[block.args[0]] = iv
-    for arg, phi in zip(block.args[1:], carried):
-        t.values[arg] = phi
-    yielded = t.block(block)
+    for arg, phi, value_type in zip(block.args[1:], carried, types):
+        t.values[arg] = _uncarried(t, phi, value_type)
+    yielded = [_carried(t, value) for value in t.block(block)]
     latch = b.block
     iv.add_incoming(b.add(iv, step), latch)
     for phi, value in zip(carried, yielded):
         phi.add_incoming(value, latch)
     b.branch(header)
     b.position_at_end(exit_block)
-    t.set(op, *carried)
+    t.set(op, *(_uncarried(t, phi, value_type) for phi, value_type in zip(carried, types)))
 
 
 @_lowers("scf.if")
@@ -1314,15 +1304,16 @@ def _if(t: _Translator, op: scf.IfOp) -> None:
         if block is None:
             continue
         b.position_at_end(block)
-        incoming.append((t.block(region.block), b.block))
+        incoming.append(([_carried(t, value) for value in t.block(region.block)], b.block))
         b.branch(merge)
     b.position_at_end(merge)
     results = []
     for i, result in enumerate(op.results):
-        phi = b.phi(llvm_type(result.type))
+        value_type = llvm_type(result.type)
+        phi = b.phi(_in_memory(value_type))
         for values, block in incoming:
             phi.add_incoming(values[i], block)
-        results.append(phi)
+        results.append(_uncarried(t, phi, value_type))
     t.set(op, *results)
 
 

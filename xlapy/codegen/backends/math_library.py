@@ -65,7 +65,16 @@ from llvmlite import ir
 
 # the kernel modules register their ops on import
 from xlapy.codegen.backends.mathlib import exponential, logarithm, special, trigonometric  # noqa: F401
-from xlapy.codegen.backends.mathlib.emitter import F32, F64, OPS, Emitter, clamp_in_type
+from xlapy.codegen.backends.mathlib.emitter import (
+    F32,
+    F64,
+    OPS,
+    Emitter,
+    bf16_rounded_bits,
+    bf16_to_f32,
+    clamp_in_type,
+    pack_bf16,
+)
 from xlapy.errors import UnimplementedError
 
 MATH_OPS: tuple[str, ...] = tuple(sorted(OPS))
@@ -114,7 +123,8 @@ def math_function(module: ir.Module, op: str, type: ir.Type) -> ir.Function:
         return fn
     if not isinstance(element, ir.FloatType):
         # 16-bit floats go through f32: both conversions are exact or single roundings
-        args = [builder.fpext(a, _like(type, F32)) for a in args]
+        args = [bf16_to_f32(builder, a) if str(element) == "bfloat" else builder.fpext(a, _like(type, F32))
+                for a in args]
 
     def in_f64(*f32_args: ir.Value) -> ir.Value:
         """The f32 kernel on f32 values (of ``type``'s lanes, or fewer): evaluated in f64, rounded once."""
@@ -126,8 +136,10 @@ def math_function(module: ir.Module, op: str, type: ir.Type) -> ir.Function:
         return builder.fptrunc(wide, _like(wide.type, F32))
 
     result = spec.f32_native(builder, *args) if spec.f32_native is not None else in_f64(*args)
-    if not isinstance(element, ir.FloatType):
-        result = builder.fptrunc(result, type)
+    if str(element) == "bfloat":
+        result = pack_bf16(builder, bf16_rounded_bits(builder, result), type)
+    elif not isinstance(element, ir.FloatType):
+        result = builder.fptrunc(result, type)  # f16: F16C's vcvtps2ph
     builder.ret(result)
     return fn
 

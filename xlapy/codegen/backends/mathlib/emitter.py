@@ -13,6 +13,7 @@ from llvmlite import ir
 F64 = ir.DoubleType()
 F32 = ir.FloatType()
 I64 = ir.IntType(64)
+I32 = ir.IntType(32)
 
 INF = float("inf")
 NAN = float("nan")
@@ -278,6 +279,48 @@ def clamp_in_type(b: ir.IRBuilder, x: ir.Value, low: float, high: float) -> ir.V
                              if isinstance(x.type, ir.VectorType) else ir.Constant(x.type, v) for v in (low, high))
     x = b.select(b.fcmp_ordered("<", x, low_value), low_value, x)
     return b.select(b.fcmp_ordered(">", x, high_value), high_value, x)
+
+
+def bf16_to_f32(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    """The bf16 ``value`` (or vector) as f32: its bits shifted into the high half (exact, subnormals included). Not
+    ``fpext``: LLVM narrows ops on ``fpext``ed values (``maximum(fpext a, fpext b)``, compares) back to bf16 ones,
+    which x86 computes in f32 and rounds back with AVX512-BF16's vcvtneps2bf16 (flushing subnormals) or, without
+    it, with calls to compiler-rt's ``__truncsfbf2``."""
+    count = value.type.count if isinstance(value.type, ir.VectorType) else None
+    i16, i32, f32 = ((ir.VectorType(t, count) if count else t) for t in (ir.IntType(16), I32, F32))
+    shift = ir.Constant(i32, [ir.Constant(I32, 16)] * count) if count else ir.Constant(I32, 16)
+    return b.bitcast(b.shl(b.zext(b.bitcast(value, i16), i32), shift), f32)
+
+
+def bf16_rounded_bits(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    """The bits of the f32 ``value`` (or vector) with its bf16 rounding (to nearest even, a NaN its sign's quiet
+    NaN, as XLA:CPU converts) in their high 16 bits: integer operations, where LLVM's ``fptrunc`` to bfloat calls
+    compiler-rt's ``__truncsfbf2`` on hosts without a bf16 conversion instruction (libgcc before 13 lacks it)."""
+    i32 = ir.VectorType(I32, value.type.count) if isinstance(value.type, ir.VectorType) else I32
+
+    def splat(number: int) -> ir.Constant:
+        return ir.Constant(i32, [ir.Constant(I32, number)] * i32.count) if i32 is not I32 else ir.Constant(I32, number)
+
+    bits = b.bitcast(value, i32)
+    lsb = b.and_(b.lshr(bits, splat(16)), splat(1))
+    rounded = b.add(bits, b.add(lsb, splat(0x7FFF)))
+    quiet = b.or_(b.and_(bits, splat(0xFF800000)), splat(0x400000))
+    return b.select(b.fcmp_unordered("uno", value, value), quiet, rounded)
+
+
+def pack_bf16(b: ir.IRBuilder, rounded_bits: ir.Value, bf16_type: ir.Type) -> ir.Value:
+    """The bf16 values (of type ``bf16_type``, a scalar or a vector) whose bits are the high halves of
+    ``rounded_bits``."""
+    if isinstance(bf16_type, ir.VectorType):
+        # The high 16-bit halves (words 2k + 1, little-endian) picked by one shuffle: x86 packs 32 lanes with one
+        # vpermt2w, where a shift and a truncation take two shifts, two vpmovdw and a vinserti64x4.
+        count = bf16_type.count
+        words = b.bitcast(rounded_bits, ir.VectorType(ir.IntType(16), 2 * count))
+        high = b.shuffle_vector(words, ir.Constant(words.type, None),
+                                ir.Constant(ir.VectorType(I32, count), [2 * k + 1 for k in range(count)]))
+        return b.bitcast(high, bf16_type)
+    high = b.trunc(b.lshr(rounded_bits, ir.Constant(I32, 16)), ir.IntType(16))
+    return b.bitcast(high, bf16_type)
 
 
 def declared(module: ir.Module, name: str, result: ir.Type, arguments: list[ir.Type]) -> ir.Function:
