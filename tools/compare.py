@@ -179,15 +179,26 @@ def assert_same(got: Any, expected: Any, *, exact_bits: bool = False, ulps: floa
                      atol_below=atol_below, normwise=normwise, flush=flush, context=where)
 
 
-def assert_within_sum_of_magnitudes(got: Any, expected: Any, magnitudes: Any, epsilons: float) -> None:
-    """``got`` within ``epsilons`` machine epsilons of ``magnitudes``: the same sums taken over the absolute
-    values (moduli) of the terms. Any summation order rounds within such a bound, while a sum whose terms
-    cancel can be near zero, where neither result keeps its relative accuracy. Equal values (infinities
-    included) match, and so does NaN against NaN (of each part of complex numbers)."""
+def gamma(n: float, dtype: Any) -> float:
+    """Higham's ``gamma(n) = n u / (1 - n u)``, ``u`` the unit roundoff of ``dtype`` (half its machine epsilon): a
+    value computed through ``n`` roundings, each a factor ``1 + d`` with ``|d| <= u``, is within ``gamma(n)`` of the
+    exact value relatively. So a sum of ``n`` terms in any order, with its multiply-adds fused or not, is within
+    ``gamma(n)`` times the sum of the terms' magnitudes of the exact sum (Higham, Accuracy and Stability of
+    Numerical Algorithms, 3.1 and 4.2), and two such sums of the same terms within twice that of each other."""
+    u = float(ml_dtypes.finfo(dtype).eps) / 2
+    assert n * u < 1, n
+    return n * u / (1 - n * u)
+
+
+def assert_within_bound(got: Any, expected: Any, bound: Any, *, context: str = "result",
+                        what: str = "the bound") -> None:
+    """``got`` within ``bound`` (an array of absolute errors, broadcast to the results) of ``expected``,
+    element by element. Equal values (infinities included) match, and so does NaN against NaN (of each part of
+    complex numbers); ``what`` names the bound in the message."""
     got, expected = np.asarray(got), np.asarray(expected)
     assert got.shape == expected.shape and got.dtype == expected.dtype, (got.shape, got.dtype, expected.dtype)
     wide = np.complex128 if np.iscomplexobj(expected) else np.float64
-    bound = epsilons * float(ml_dtypes.finfo(expected.real.dtype).eps) * np.asarray(magnitudes, np.float64)
+    bound = np.broadcast_to(np.asarray(bound, np.float64), got.shape)
     got_wide, want_wide = got.astype(wide), expected.astype(wide)
     with np.errstate(invalid="ignore", over="ignore"):
         error = np.abs(got_wide - want_wide)
@@ -196,5 +207,15 @@ def assert_within_sum_of_magnitudes(got: Any, expected: Any, magnitudes: Any, ep
             same &= (g == e) | (np.isnan(g) & np.isnan(e))
         ok = same | (error <= bound)
     bad = [tuple(int(i) for i in index) for index in np.argwhere(~ok)]
-    assert not bad, (f"{len(bad)} of {got.size} results differ by more than {epsilons} eps of the sum of |terms|, "
-                     f"first at {bad[0]}: got {got[bad[0]]}, expected {expected[bad[0]]}, allowed {bound[bad[0]]:.3g}")
+    assert not bad, (f"{context}: {len(bad)} of {got.size} results differ by more than {what}, first at {bad[0]}: "
+                     f"got {got[bad[0]]}, expected {expected[bad[0]]}, allowed {bound[bad[0]]:.3g}")
+
+
+def assert_within_sum_of_magnitudes(got: Any, expected: Any, magnitudes: Any, epsilons: float) -> None:
+    """``got`` within ``epsilons`` machine epsilons of ``magnitudes``: the same sums taken over the absolute
+    values (moduli) of the terms. Any summation order rounds within such a bound, while a sum whose terms
+    cancel can be near zero, where neither result keeps its relative accuracy. Equal values (infinities
+    included) match, and so does NaN against NaN (of each part of complex numbers)."""
+    expected = np.asarray(expected)
+    bound = epsilons * float(ml_dtypes.finfo(expected.real.dtype).eps) * np.asarray(magnitudes, np.float64)
+    assert_within_bound(got, expected, bound, context="result", what=f"{epsilons} eps of the sum of |terms|")

@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 
 import xlapy
-from tools.compare import assert_same
+from tools.compare import assert_same, assert_within_bound, gamma
 from tools.oracles import require_jax
 from xlapy.frontends.stablehlo import parse_module, print_module
 from xlapy.hlo import HloInstruction, HloModule
 from xlapy.hlo.mlir_structure import encodes_mlir_structure, op_results
 from xlapy.hlo.shape_rules.helpers import same_shape
 from xlapy.hlo.shape_rules.inference import has_shape_rule, infer_shape
+from xlapy.interpreter.xla_cpu_math import TANH_MAX_ULPS
 from xlapy.shapes import Shape
 
 require_jax()
@@ -153,7 +154,6 @@ _SUMS = {
     "conv_transpose": Tolerance(epsilons_of_largest=1.5),  # measured: 0.85 (71 ulps)
     "fft": Tolerance(epsilons_of_largest=1.5),  # measured: 0.94 (152 ulps)
     "layer_norm": Tolerance(epsilons_of_largest=2),  # measured: 1.13 (899 ulps)
-    "matmul_bias_gelu": Tolerance(epsilons_of_largest=0.8),  # measured: 0.45 (gelu near zero: 8.9e8 ulps)
     "mlp_grad": Tolerance(epsilons_of_largest=6),  # measured: 4.32 (447 ulps)
     "optimization_barrier": Tolerance(epsilons_of_largest=0.6),  # measured: 0.40 (sin(x) + 2y: 8 ulps)
     "sharding_constraint_gspmd": Tolerance(epsilons_of_largest=6),  # measured: 4.88 (212 ulps)
@@ -169,6 +169,40 @@ _FUNCTIONS = {
     "switch": Tolerance(ulps=2),  # measured: 2 ulps
 }
 _TOLERANCES = {**_SUMS, **_FUNCTIONS}
+
+
+# gelu's (JAX's tanh form) largest slope, |gelu'(z)| <= 1.1290 (at z = +-1.4185): results of gelu on two
+# arguments differ by at most this much times the arguments' difference.
+_GELU_SLOPE = 1.13
+
+
+def _matmul_bias_gelu_bound(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """How far the interpreter's gelu(x @ w + b) can be from XLA:CPU's, element by element, from the arguments.
+
+    z = x @ w + b sums k + 1 terms in an order XLA leaves to its libraries, which pick their kernels by the
+    host's instruction set: on an AVX2 host XLA:CPU's YNNPACK dot fusion adds the k products one after the
+    other with fused multiply-adds, the interpreter's BLAS (numpy's OpenBLAS, whose kernel is the CPU's) in two
+    interleaved accumulators with fused multiply-adds. Any order is within gamma(k + 1) M of the exact z,
+    M = |x| @ |w| + |b|, so the two z are within 2 gamma(k + 1) M of each other and their gelus within
+    _GELU_SLOPE times that. Each side's gelu of its own z is within (TANH_MAX_ULPS + 1.5) eps T of the exact
+    gelu, T = |z| (1 + |tanh(u)|) / 2, u = sqrt(2/pi) (z + 0.044715 z^3): tanh is within TANH_MAX_ULPS + 1/2
+    ulps of the tanh of its argument, the argument's 5 roundings move tanh(u) by at most 5 (eps/2) |u| sech^2(u)
+    < 1.2 eps, and 1 + tanh and the product with z are rounded (XLA:CPU fuses z + 0.044715 z^3 into one
+    rounding; the interpreter rounds the product first, as HLO says). To first order in eps."""
+    eps = float(np.finfo(np.float32).eps)
+    x, w, b = (a.astype(np.float64) for a in (x, w, b))
+    z = x @ w + b
+    magnitudes = np.abs(x) @ np.abs(w) + np.abs(b)
+    t = np.tanh(np.sqrt(2 / np.pi) * (z + 0.044715 * z**3))
+    scale = 0.5 * np.abs(z) * (1 + np.abs(t))
+    return _GELU_SLOPE * 2 * gamma(x.shape[1] + 1, np.float32) * magnitudes + 2 * (TANH_MAX_ULPS + 1.5) * eps * scale
+
+
+# Programs whose results are compared with JAX's within a bound computed from their arguments (one result
+# each): measured, on the programs' arguments and 12 more draws, up to 0.056 of the bound for matmul_bias_gelu
+# (up to 1.52 eps of the largest |result|).
+_BOUNDS = {"matmul_bias_gelu": _matmul_bias_gelu_bound}
+
 # XLA:CPU keeps the f32 accumulation of the bf16 dot (excess precision) where HLO rounds the dot to bf16:
 # the interpreter's result is JAX's rounded to bf16, bit for bit (measured: 8 draws).
 _ROUNDED_TO_BF16 = {"bf16_convert"}
@@ -185,7 +219,13 @@ def test_most_programs_are_evaluated() -> None:
 def test_evaluating_the_import_matches_jax(name: str) -> None:
     program = PROGRAMS[name]
     module = parse_jax(lowered_text(name))
-    _assert_results_match(name, xlapy.evaluate(module, *program.args), jax_result(name))
+    got = xlapy.evaluate(module, *program.args)
+    if name in _BOUNDS:
+        (expected,) = jax_result(name)
+        assert_within_bound(got, expected, _BOUNDS[name](*program.args), context=f"{name} result 0",
+                            what="the bound of the sums' orders")
+        return
+    _assert_results_match(name, got, jax_result(name))
 
 
 def _assert_results_match(name: str, got, expected: list[np.ndarray]) -> None:
