@@ -88,10 +88,12 @@ def compiled(op: str, dtype: np.dtype, arity: int = 1, lanes: int | None = None)
     function's vector form on `lanes` elements at a time (the arrays are padded to a multiple)."""
     dtype = np.dtype(dtype)
     ref = optimize(loop_module(op, dtype, arity, lanes))
+    # The O3 result, before code generation rewrites the module in place (on CPUs whose gathers LLVM deems slow,
+    # such as AMD's Zen 3, it turns each masked gather into a load per lane there)
+    text = str(ref)
     engine = llvm.create_mcjit_compiler(ref, host_target_machine())
     engine.finalize_object()
     _ENGINES.append(engine)
-    text = str(ref)
     address = engine.get_function_address("kernel")
     kernel = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * (arity + 1)), ctypes.c_int64)(address)
 

@@ -78,9 +78,18 @@ for _opcode, _ufunc in {
 
 for _opcode, _ufunc in {
     "exponential-minus-one": np.expm1, "log": np.log, "log-plus-one": np.log1p,
-    "cbrt": np.cbrt, "sine": np.sin, "cosine": np.cos, "tan": np.tan,
+    "sine": np.sin, "cosine": np.cos, "tan": np.tan,
 }.items():
     _unary(_opcode)(_rounded_once(_ufunc))
+
+
+@_unary("cbrt")
+def _cbrt(x: np.ndarray) -> np.ndarray:
+    # numpy's f64 cbrt is SVML's on AVX-512 hosts (within 1 ulp) and the C library's elsewhere (glibc's is up to 3
+    # ulps off): evaluated in long double (a 64-bit significand on x86) and rounded once, it is nearly correctly
+    # rounded on every host. f32: the f64 value rounded once.
+    wide = np.longdouble if x.dtype == np.float64 else np.float64
+    return np.cbrt(x.astype(wide)).astype(x.dtype)
 
 
 # f32 (and the narrow floats, computed in f32) as XLA:CPU computes them; f64 numpy's (nearly correctly rounded)

@@ -32,9 +32,10 @@ underflow 0 or a subnormal.
 Measured accuracy (max ulps; 6M arguments per op and type over all magnitudes, tests/codegen/test_math_library.py
 `-m slow`): f32 vs numpy's f64 result rounded to f32: 0 on every sample of the default tests (at most one
 argument in a million may differ, by 1 ulp, in the slow sweeps), but tanh and exp (XLA:CPU's approximations:
-5 and 6 over every f32, tests/codegen/test_xla_cpu_f32.py); f64 vs numpy (erf/erfc: `math`; logistic: the
-interpreter's formula) and vs the correctly rounded result (mpmath, 8000-30000 arguments; rsqrt is 1/sqrt, two
-roundings, like the interpreter's; logistic rounds like the interpreter's formula, not correctly).
+5 and 6 over every f32, tests/codegen/test_xla_cpu_f32.py); f64 vs numpy's functions evaluated in long double and
+rounded once (host-independent, unlike numpy's f64 ones; erf/erfc: `math`; logistic: the interpreter's formula) and
+vs the correctly rounded result (mpmath, 8000-30000 arguments; rsqrt is 1/sqrt, two roundings, like the
+interpreter's; logistic rounds like the interpreter's formula, not correctly).
 
     op        f32   f64 vs numpy   f64 vs exact     op        f32   f64 vs numpy   f64 vs exact
     exp        6         1              1           sin        0         1              1
@@ -44,7 +45,7 @@ roundings, like the interpreter's; logistic rounds like the interpreter's formul
     log2       0         1              1           atan2      0         1              1
     log10      0         1              1           asin       0         1              1
     log1p      0         1              1           acos       0         1              1
-    tanh       5         1              1           atanh      0         2              1
+    tanh       5         1              1           atanh      0         1              1
     logistic   0         1              -           asinh      0         2              1
     sinh       0         1              1           acosh      0         2              2
     cosh       0         1              1           erf        0         1              1

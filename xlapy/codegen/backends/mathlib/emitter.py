@@ -51,8 +51,9 @@ class Emitter:
 
     def gather(self, table: ir.GlobalVariable, index: ir.Value) -> ir.Value:
         """``table[index]`` for a constant ``[N x double]`` table and an i64 index; for vectors one masked gather
-        (a few instructions for LLVM to optimise and a hardware gather on AVX2 and AVX-512, where a load per
-        lane would be thousands of instructions at 64 lanes)."""
+        (a few instructions for LLVM to optimise, where a load per lane would be thousands of instructions at 64
+        lanes). x86 code generation makes it a hardware gather on AVX-512 and on AVX2 CPUs with fast gathers
+        (Intel's), and only then a load per lane on the others (AMD's Zen 3)."""
         pointer = self.b.gep(table, [ir.Constant(I64, 0), index], inbounds=True, source_etype=table.value_type)
         if self.lanes is None:
             return self.b.load(pointer, typ=F64)

@@ -66,7 +66,9 @@ def erfc(e: Emitter, x: ir.Value) -> ir.Value:
     # erfc underflows beyond 27.3
     large = erfc_large(e, e.select(e.gt(a, 28.0), 28.0, a))
     large = e.select(e.lt(x, 0.0), e.sub(2.0, large), large)
-    return e.select(e.lt(a, ERF_SMALL), small, large)
+    # NaN: x itself; the arithmetic's NaN has the sign of whichever NaN operand (x or a negation of it) x86 sees
+    # first, which differs between the vector and scalar forms
+    return e.select(e.isnan(x), x, e.select(e.lt(a, ERF_SMALL), small, large))
 
 
 ERF_SMALL = 0.84375
