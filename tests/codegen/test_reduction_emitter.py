@@ -431,3 +431,14 @@ def test_a_fusion_that_is_not_a_reduction_is_refused():
     assert reduction_fusion(fusion) is None
     with pytest.raises(VerifyError, match="not a reduction fusion"):
         emit_reduction_fusion(fusion, WIDE_HOST)
+
+
+def test_row_reductions_of_bf16_load_whole_vectors() -> None:
+    # The final combine reads lanes out of the partial accumulators; the rows themselves stay vector loads (taken
+    # for per-lane code, each element was a scalar i16 load the vectorizers only partly joined again).
+    from xlapy.codegen.backends.cpu import translate_module
+
+    module = lower_fusion(only_fusion(xlapy.parse_hlo((DATA / "bf16_row_sum_in_f32.hlo").read_text())),
+                          WIDE_HOST).module
+    text = str(translate_module(module)[0])
+    assert re.search(r"load <\d+ x i16>", text) and not re.search(r"load i16,", text)
