@@ -48,11 +48,12 @@ from xlapy.runtime.ulps import NAN_DISTANCE, ulp_distance
 # as the largest distance over the corpus, seeds 0-4, on the results each op computes (the float_transcendental_*
 # modules return one op each); a result takes the largest bound of the transcendental ops it is computed from.
 # Not listed: 0 (measured 0, the f8 ops, and tanh and exponential below f64: xlapy computes XLA:CPU's
-# approximations).
+# approximations). f32 rsqrt: xlapy's is correctly rounded; XLA:CPU's is within 1 ulp of that on AVX-512 hosts and
+# within 2 on AVX2 ones (measured on Zen 3: 2 ulps, 19% of 2^20 values in [0.01, 100] off).
 TRANSCENDENTAL_ULPS = {
     ("rsqrt", "bf16"): 1,
     ("rsqrt", "f16"): 1, ("exponential-minus-one", "f16"): 2, ("logistic", "f16"): 2,
-    ("rsqrt", "f32"): 1, ("cbrt", "f32"): 1, ("power", "f32"): 1, ("atan2", "f32"): 1,
+    ("rsqrt", "f32"): 2, ("cbrt", "f32"): 1, ("power", "f32"): 1, ("atan2", "f32"): 1,
     ("exponential-minus-one", "f32"): 4, ("log", "f32"): 1, ("log-plus-one", "f32"): 2, ("logistic", "f32"): 2,
     ("sine", "f32"): 1, ("cosine", "f32"): 1, ("tan", "f32"): 1, ("erf", "f32"): 2,
     ("rsqrt", "f64"): 1, ("cbrt", "f64"): 2, ("power", "f64"): 1, ("atan2", "f64"): 1, ("exponential", "f64"): 1,
