@@ -1,6 +1,8 @@
 """Division of f32 vectors by a broadcast scalar (the CPU backend's `divide_by_scalar`: the product with the
 reciprocal, corrected with one FMA, and a branch to the plain division for lanes outside the correction's
-range), compared bit for bit with numpy's IEEE division over spreads of all 2^32 dividend bit patterns."""
+range), compared bit for bit with numpy's IEEE division over spreads of all 2^32 dividend bit patterns. The
+backend takes that path on AVX-512 hosts only (`corrects_division_by_scalar`); these tests take it on any host,
+compiling into a kernel cache of their own."""
 
 from __future__ import annotations
 
@@ -12,15 +14,28 @@ import pytest
 
 import xlapy
 from tools.compare import assert_same
+from xlapy.codegen.backends import cpu
 from xlapy.codegen.backends.cpu import translate_module
 from xlapy.codegen.launch import Device
 from xlapy.codegen.pipeline import lower_fusion
+from xlapy.runtime.kernel_cache import clear_memory_cache
 
 FUSION = """HloModule divide
 f {{ x = {t}[{n}] parameter(0)  s = {t}[] parameter(1)  b = {t}[{n}] broadcast(s), dimensions={{}}
      ROOT q = {t}[{n}] divide(x, b) }}
 ENTRY e {{ x = {t}[{n}] parameter(0)  s = {t}[] parameter(1)  ROOT r = {t}[{n}] fusion(x, s), kind=kLoop, calls=f }}
 """
+
+
+@pytest.fixture(autouse=True)
+def corrected_division(monkeypatch, tmp_path):
+    """The corrected division on any host, in a kernel cache no other test reads (its kernels have the keys of
+    the host's own)."""
+    monkeypatch.setattr(cpu, "corrects_division_by_scalar", lambda: True)
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
+    clear_memory_cache()
+    yield
+    clear_memory_cache()
 
 
 def _bits(value: int) -> np.float32:
@@ -85,14 +100,31 @@ def test_every_dividend(divisor):
         _assert_divides_like_numpy(executable, _spread(1, 0, chunk, first), divisor)
 
 
-def test_the_kernel_divides_once_and_corrects_products():
+def _divisions(llvm_ir: str) -> list[str]:
+    return re.findall(r"= fdiv (<\d+ x float>|float) ", llvm_ir)
+
+
+def _llvm_ir() -> str:
     module = xlapy.parse_hlo(FUSION.format(n=1 << 12, t="f32"))
     (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
-    llvm_ir = str(translate_module(lower_fusion(fusion, Device.host()).module)[0])
-    divisions = re.findall(r"= fdiv (<\d+ x float>|float) ", llvm_ir)
+    return str(translate_module(lower_fusion(fusion, Device.host()).module)[0])
+
+
+def test_the_kernel_divides_once_and_corrects_products():
+    llvm_ir = _llvm_ir()
+    divisions = _divisions(llvm_ir)
     # the scalar reciprocal, and the plain division of the rare branch
     assert divisions.count("float") == 1 and len(divisions) == 2, divisions
     assert re.search(r"call <\d+ x float> @\"?llvm\.fma\.v\d+f32", llvm_ir)
+
+
+def test_hosts_without_avx512_divide_vectors(monkeypatch):
+    monkeypatch.undo()  # not the fixture's forced correction: the choice of a host with 256-bit vectors
+    monkeypatch.setattr(cpu, "vector_bits", lambda: 256)
+    assert not cpu.corrects_division_by_scalar()
+    llvm_ir = _llvm_ir()
+    assert _divisions(llvm_ir) and "float" not in _divisions(llvm_ir)
+    assert not re.search(r"llvm\.fma", llvm_ir)
 
 
 @pytest.mark.parametrize("element_type", ["bf16", "f16"])

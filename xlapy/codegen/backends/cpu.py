@@ -694,12 +694,20 @@ for _name, _intrinsic in _FLOAT_INTRINSICS.items():
     _OPS[_name] = _float_intrinsic(_intrinsic)
 
 
+def corrects_division_by_scalar() -> bool:
+    """Whether `_divf` divides f32 vectors by a broadcast scalar with `_Translator.divide_by_scalar`: on AVX-512
+    hosts, where vdivps on 16 lanes keeps the divider busy for about ten cycles. With 8 lanes a vdivps issues every
+    3.5 cycles (AMD Zen 3), less than the correction takes: softmax f32[4096,1024] 3.3-4.2 ms corrected, 2.8-3.4 ms
+    with vdivps (benchmarks/programs_vs_xla.py)."""
+    return vector_bits() >= 512
+
+
 @_lowers("arith.divf")
 def _divf(t: _Translator, op: Operation) -> None:
-    """Division; an f32 (or narrower) vector divided by a broadcast scalar corrects its product with the scalar's
-    reciprocal (`_Translator.divide_by_scalar`): vdivps keeps the divider busy for about ten cycles per 16 lanes, and
-    the last walk of softmax over a row (`e / sum`) waits on it; three FMA-unit operations and a class test take
-    about a third of that. Bit for bit the quotient vdivps gives."""
+    """Division; on AVX-512 hosts (`corrects_division_by_scalar`) an f32 (or narrower) vector divided by a broadcast
+    scalar corrects its product with the scalar's reciprocal (`_Translator.divide_by_scalar`): vdivps keeps the
+    divider busy for about ten cycles per 16 lanes, and the last walk of softmax over a row (`e / sum`) waits on it;
+    three FMA-unit operations and a few compares take about a third of that. Bit for bit the quotient vdivps gives."""
     source = op.operands[1].owner
     scalar = None
     if isinstance(source, Operation) and source.name in ("vector.broadcast", "vector.splat") \
@@ -707,7 +715,8 @@ def _divf(t: _Translator, op: Operation) -> None:
         scalar = source.operands[0]
 
     def divide(dividend: ir.Value, divisor: ir.Value) -> ir.Value:
-        if scalar is None or not isinstance(dividend.type, ir.VectorType) or dividend.type.element != F32:
+        if scalar is None or not isinstance(dividend.type, ir.VectorType) or dividend.type.element != F32 \
+                or not corrects_division_by_scalar():
             return t.b.fdiv(dividend, divisor)
         return t.divide_by_scalar(dividend, divisor, t.widen(t.get(scalar)))
 
