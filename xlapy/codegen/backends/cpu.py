@@ -116,6 +116,7 @@ from xlapy.codegen.backends.mathlib.emitter import (
     pack_bf16,
     vector_lanes,
 )
+from xlapy.codegen.backends.mathlib.emitter import like as _like  # the backend's name for it
 from xlapy.codegen.backends.object_check import check_object, host_machine
 from xlapy.errors import UnimplementedError, VerifyError
 from xlapy.registry import registrar
@@ -221,11 +222,6 @@ def llvm_type(attr: Attribute) -> ir.Type:
 
 def _element(t: ir.Type) -> ir.Type:
     return t.element if isinstance(t, ir.VectorType) else t
-
-
-def _like(t: ir.Type, element: ir.Type) -> ir.Type:
-    """`element`, or a vector of it with the shape of `t`."""
-    return ir.VectorType(element, t.count) if isinstance(t, ir.VectorType) else element
 
 
 def _constant(t: ir.Type, value: Any) -> ir.Constant:

@@ -74,6 +74,7 @@ from xlapy.codegen.backends.mathlib.emitter import (
     bf16_rounded_bits,
     bf16_to_f32,
     clamp_in_type,
+    like,
     pack_bf16,
 )
 from xlapy.errors import UnimplementedError
@@ -93,10 +94,6 @@ def _type_suffix(type: ir.Type) -> str:
     if str(type) == "bfloat":  # llvmlite has no class for it; the CPU backend defines one
         return "bf16"
     raise UnimplementedError(f"math library: no functions on {type}")
-
-
-def _like(type: ir.Type, element: ir.Type) -> ir.Type:
-    return ir.VectorType(element, type.count) if isinstance(type, ir.VectorType) else element
 
 
 def math_function(module: ir.Module, op: str, type: ir.Type) -> ir.Function:
@@ -122,10 +119,10 @@ def math_function(module: ir.Module, op: str, type: ir.Type) -> ir.Function:
     if isinstance(element, ir.DoubleType):
         builder.ret(spec.f64(e, *args))
         return fn
+    is_bf16 = str(element) == "bfloat"  # llvmlite has no class for it
     if not isinstance(element, ir.FloatType):
         # 16-bit floats go through f32: both conversions are exact or single roundings
-        args = [bf16_to_f32(builder, a) if str(element) == "bfloat" else builder.fpext(a, _like(type, F32))
-                for a in args]
+        args = [bf16_to_f32(builder, a) if is_bf16 else builder.fpext(a, like(type, F32)) for a in args]
 
     def in_f64(*f32_args: ir.Value) -> ir.Value:
         """The f32 kernel on f32 values (of ``type``'s lanes, or fewer): evaluated in f64, rounded once."""
@@ -133,11 +130,11 @@ def math_function(module: ir.Module, op: str, type: ir.Type) -> ir.Function:
         if spec.f32_domain is not None:
             f32_args = tuple(clamp_in_type(builder, a, *spec.f32_domain) for a in f32_args)
         kernel = spec.f32 or spec.f64
-        wide = kernel(Emitter(builder, lanes), *(builder.fpext(a, _like(a.type, F64)) for a in f32_args))
-        return builder.fptrunc(wide, _like(wide.type, F32))
+        wide = kernel(Emitter(builder, lanes), *(builder.fpext(a, like(a.type, F64)) for a in f32_args))
+        return builder.fptrunc(wide, like(wide.type, F32))
 
     result = spec.f32_native(builder, *args) if spec.f32_native is not None else in_f64(*args)
-    if str(element) == "bfloat":
+    if is_bf16:
         result = pack_bf16(builder, bf16_rounded_bits(builder, result), type)
     elif not isinstance(element, ir.FloatType):
         result = builder.fptrunc(result, type)  # f16: F16C's vcvtps2ph

@@ -19,6 +19,18 @@ INF = float("inf")
 NAN = float("nan")
 
 
+def like(type: ir.Type, element: ir.Type) -> ir.Type:
+    """``element``, or a vector of it with the lane count of ``type``."""
+    return ir.VectorType(element, type.count) if isinstance(type, ir.VectorType) else element
+
+
+def splat(type: ir.Type, value: float | int) -> ir.Constant:
+    """The constant ``value`` of the scalar type ``type``, or in every lane of the vector type ``type``."""
+    if isinstance(type, ir.VectorType):
+        return ir.Constant(type, [ir.Constant(type.element, value)] * type.count)
+    return ir.Constant(type, value)
+
+
 class Emitter:
     """Straight-line f64 / i64 arithmetic on top of an IRBuilder: no branches, only intrinsics that lower to
     instructions, so that the vectorizers can widen every function after inlining.
@@ -35,9 +47,7 @@ class Emitter:
 
     # values
     def _splat(self, type: ir.Type, value: float | int) -> ir.Constant:
-        if isinstance(type, ir.VectorType):
-            return ir.Constant(type, [ir.Constant(type.element, value)] * type.count)
-        return ir.Constant(type, value)
+        return splat(type, value)
 
     def f(self, value: float | ir.Value) -> ir.Value:
         return self._splat(self.F64, value) if isinstance(value, (float, int)) else value
@@ -276,8 +286,7 @@ def register_table(e: Emitter, name: str, values: Callable[[], list[float]], ind
 def clamp_in_type(b: ir.IRBuilder, x: ir.Value, low: float, high: float) -> ir.Value:
     """``x`` (a float or a vector of floats, of any width) limited to [low, high] (both exact in its type); NaN
     stays NaN."""
-    low_value, high_value = (ir.Constant(x.type, [ir.Constant(x.type.element, v)] * x.type.count)
-                             if isinstance(x.type, ir.VectorType) else ir.Constant(x.type, v) for v in (low, high))
+    low_value, high_value = splat(x.type, low), splat(x.type, high)
     x = b.select(b.fcmp_ordered("<", x, low_value), low_value, x)
     return b.select(b.fcmp_ordered(">", x, high_value), high_value, x)
 
@@ -287,25 +296,20 @@ def bf16_to_f32(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
     ``fpext``: LLVM narrows ops on ``fpext``ed values (``maximum(fpext a, fpext b)``, compares) back to bf16 ones,
     which x86 computes in f32 and rounds back with AVX512-BF16's vcvtneps2bf16 (flushing subnormals) or, without
     it, with calls to compiler-rt's ``__truncsfbf2``."""
-    count = value.type.count if isinstance(value.type, ir.VectorType) else None
-    i16, i32, f32 = ((ir.VectorType(t, count) if count else t) for t in (ir.IntType(16), I32, F32))
-    shift = ir.Constant(i32, [ir.Constant(I32, 16)] * count) if count else ir.Constant(I32, 16)
-    return b.bitcast(b.shl(b.zext(b.bitcast(value, i16), i32), shift), f32)
+    i32 = like(value.type, I32)
+    bits = b.zext(b.bitcast(value, like(value.type, ir.IntType(16))), i32)
+    return b.bitcast(b.shl(bits, splat(i32, 16)), like(value.type, F32))
 
 
 def bf16_rounded_bits(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
     """The bits of the f32 ``value`` (or vector) with its bf16 rounding (to nearest even, a NaN its sign's quiet
     NaN, as XLA:CPU converts) in their high 16 bits: integer operations, where LLVM's ``fptrunc`` to bfloat calls
     compiler-rt's ``__truncsfbf2`` on hosts without a bf16 conversion instruction (libgcc before 13 lacks it)."""
-    i32 = ir.VectorType(I32, value.type.count) if isinstance(value.type, ir.VectorType) else I32
-
-    def splat(number: int) -> ir.Constant:
-        return ir.Constant(i32, [ir.Constant(I32, number)] * i32.count) if i32 is not I32 else ir.Constant(I32, number)
-
+    i32 = like(value.type, I32)
     bits = b.bitcast(value, i32)
-    lsb = b.and_(b.lshr(bits, splat(16)), splat(1))
-    rounded = b.add(bits, b.add(lsb, splat(0x7FFF)))
-    quiet = b.or_(b.and_(bits, splat(0xFF800000)), splat(0x400000))
+    lsb = b.and_(b.lshr(bits, splat(i32, 16)), splat(i32, 1))
+    rounded = b.add(bits, b.add(lsb, splat(i32, 0x7FFF)))
+    quiet = b.or_(b.and_(bits, splat(i32, 0xFF800000)), splat(i32, 0x400000))
     return b.select(b.fcmp_unordered("uno", value, value), quiet, rounded)
 
 
