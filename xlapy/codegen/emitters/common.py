@@ -4,6 +4,7 @@ provide an instruction's values to an emitter that does not write the root (XLA'
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -14,11 +15,12 @@ from xdsl.ir import Block, BlockArgument, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from xlapy.codegen.dialect import BlockIdOp, LoopOp, PureCallOp, ThreadIdOp, YieldOp
-from xlapy.codegen.elemental_rules import buffer_arguments, result_types
+from xlapy.codegen.elemental import FunctionEmitter
+from xlapy.codegen.elemental_rules import CalledFunctions, buffer_arguments, result_types
 from xlapy.codegen.launch import BACKEND_KIND, Device, LaunchDimensions
-from xlapy.codegen.partitioner import PartitionedComputation, computation_roots, partition, reached
+from xlapy.codegen.partitioner import PartitionedComputation, Subgraph, computation_roots, partition, reached
 from xlapy.codegen.passes.lower_tensors import SLICE_INDEX_ATTR
-from xlapy.codegen.types import is_unsigned, tensor_type
+from xlapy.codegen.types import element_type, is_unsigned, tensor_type
 from xlapy.errors import VerifyError
 from xlapy.hlo.ir import HloComputation, HloInstruction
 from xlapy.indexing import IndexingMap
@@ -212,6 +214,55 @@ def _returned(copy: HloComputation, value: HloInstruction, reached: set[int]) ->
     return copy.add_instruction(returned)
 
 
-__all__ = ["ENTRY_NAME", "derived_partition", "elementwise_entry_function", "entry_block", "finish_entry",
-           "first_output_buffer", "fusion_output_shapes", "index_value", "launch_ids", "mark_slices",
-           "root_positions", "root_result_types", "values_at"]
+def symbol_name(name: str) -> str:
+    """``name`` with the characters a function symbol cannot hold replaced by ``_``."""
+    return re.sub(r"[^A-Za-z0-9_.$]", "_", name)
+
+
+def function_at_indices(name: str, partitioned: PartitionedComputation, roots: Sequence[HloInstruction], rank: int,
+                        called: CalledFunctions, bound: HloInstruction | None = None,
+                        bound_hint: str = "transposed") -> func.FuncOp:
+    """``func.func private @name(buffers..., indices..., [bound value]) -> (values of roots)``: the roots at the
+    indices, every instruction computed in the function itself (``bound``, when given, is the last argument, named
+    ``bound_hint``): a hero's prologue or epilogue."""
+    buffers = buffer_arguments(partitioned)
+    param_types = [tensor_type(p.shape, p.name) for p in buffers]
+    extra = [element_type(bound.shape.element_type, bound.name)] if bound is not None else []
+    block = Block(arg_types=[*param_types, *([IndexType()] * rank), *extra])
+    params, indices = block.args[:len(param_types)], tuple(block.args[len(param_types):len(param_types) + rank])
+    for arg, p in zip(params, buffers):
+        if SSAValue.is_valid_name(p.name.replace(".", "_").replace("-", "_")):
+            arg.name_hint = p.name.replace(".", "_").replace("-", "_")
+    for i, arg in enumerate(indices):
+        arg.name_hint = f"i{i}"
+    bound_values = {bound: block.args[-1]} if bound is not None else {}
+    if bound is not None:
+        block.args[-1].name_hint = bound_hint
+    subgraph = Subgraph(name, list(roots))
+    whole = PartitionedComputation(partitioned.computation, [subgraph],
+                                   {i: subgraph for i in partitioned.computation.instructions})
+    emitter = FunctionEmitter(whole, subgraph, block, params, indices, called, bound_values)
+    values = [emitter.emit_scalar(r, indices) for r in roots]
+    emitter.insert(func.ReturnOp(*values))
+    types = [v.type for v in values]
+    return func.FuncOp(name, ([*param_types, *([IndexType()] * rank), *extra], types), Region(block),
+                       visibility="private")
+
+
+__all__ = [
+    "ENTRY_NAME",
+    "derived_partition",
+    "elementwise_entry_function",
+    "entry_block",
+    "finish_entry",
+    "first_output_buffer",
+    "function_at_indices",
+    "fusion_output_shapes",
+    "index_value",
+    "launch_ids",
+    "mark_slices",
+    "root_positions",
+    "root_result_types",
+    "symbol_name",
+    "values_at",
+]

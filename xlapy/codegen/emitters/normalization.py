@@ -52,7 +52,6 @@ rounds it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -65,7 +64,14 @@ from xdsl.rewriter import InsertPoint
 from xlapy.codegen.dialect import ApplyIndexingOp, LoopOp, PureCallOp, YieldOp
 from xlapy.codegen.elemental import FunctionEmitter
 from xlapy.codegen.elemental_rules import CalledFunctions, buffer_arguments, result_types
-from xlapy.codegen.emitters.common import ENTRY_NAME, entry_function, finish_entry, fusion_output_shapes, start_entry
+from xlapy.codegen.emitters.common import (
+    ENTRY_NAME,
+    entry_function,
+    finish_entry,
+    fusion_output_shapes,
+    start_entry,
+    symbol_name,
+)
 from xlapy.codegen.emitters.reduction import ROW_BLOCK_ELEMENTS
 from xlapy.codegen.launch import Device, LaunchDimensions, loop_launch_dimensions, thread_id_to_output_map
 from xlapy.codegen.partitioner import PartitionedComputation, Subgraph, computation_roots
@@ -209,12 +215,8 @@ def _computes_expensive(value: HloInstruction, info: NormalizationComputation) -
     return False
 
 
-def _symbol(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.$]", "_", name)
-
-
 def _hint(value: SSAValue, name: str) -> None:
-    hint = _symbol(name).replace(".", "_").replace("$", "_")
+    hint = symbol_name(name).replace(".", "_").replace("$", "_")
     if SSAValue.is_valid_name(hint):
         value.name_hint = hint
 
@@ -297,11 +299,11 @@ def emit_normalization_fusion(fusion: HloInstruction, device: Device, slice_indi
     row_launch = rows_launch(info, device)
     lanes = output_lanes(info, fusion, device)
     launch = LaunchDimensions(row_launch.threads_per_block, row_launch.blocks, lanes)
-    root_name = _symbol(computation.name)
+    root_name = symbol_name(computation.name)
     row_phases = phases(info)
-    phase_names = [_symbol(f"{computation.name}_{p.reduce.name}") for p in row_phases]
+    phase_names = [symbol_name(f"{computation.name}_{p.reduce.name}") for p in row_phases]
     stored = stored_value(info, fusion, slice_indices)
-    stored_name = _symbol(f"{computation.name}_{stored.name}") if stored is not None else None
+    stored_name = symbol_name(f"{computation.name}_{stored.name}") if stored is not None else None
     store_phase = next((k for k, p in enumerate(row_phases) if p.reduce.operands[0] is stored), None)
     called = CalledFunctions([ENTRY_NAME, root_name, *phase_names, *([stored_name] if stored_name else [])])
     output_type = tensor_type(fusion_output_shapes(fusion)[0], fusion.name)
@@ -335,7 +337,7 @@ def emit_normalization_fusion(fusion: HloInstruction, device: Device, slice_indi
     for k, (phase, name) in enumerate(zip(row_phases, phase_names)):
         if k == store_phase:
             current = _row_loop(body, info, lanes, functions[stored_name], params, row, values, current, [0])
-            current[0].name_hint = f"stored_{_symbol(stored.name)}".replace(".", "_")  # type: ignore[union-attr]
+            current[0].name_hint = f"stored_{symbol_name(stored.name)}".replace(".", "_")  # type: ignore[union-attr]
             stored_tensor = [current[0]]
         function = functions[name]
         call = body.insert(PureCallOp(name, [*params, *stored_tensor, *row, *values],

@@ -70,29 +70,28 @@ element is the root subgraph's function at its indices.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 
 from xdsl.builder import Builder
 from xdsl.dialects import func, tensor
-from xdsl.dialects.builtin import IndexType, ModuleOp, TensorType
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.rewriter import InsertPoint
 
 from xlapy.codegen.dialect import AllocateSharedOp, LoopOp, PureCallOp, SyncThreadsOp, YieldOp
-from xlapy.codegen.elemental import FunctionEmitter
-from xlapy.codegen.elemental_rules import CalledFunctions, buffer_arguments, emit_subgraph_function, result_types
+from xlapy.codegen.elemental_rules import CalledFunctions, emit_subgraph_function, result_types
 from xlapy.codegen.emitters.common import (
     ENTRY_NAME,
     elementwise_entry_function,
     entry_function,
     finish_entry,
+    function_at_indices,
     fusion_output_shapes,
     start_entry,
+    symbol_name,
 )
 from xlapy.codegen.launch import Device, LaunchDimensions
-from xlapy.codegen.partitioner import PartitionedComputation, Subgraph, computation_roots, partition
-from xlapy.codegen.types import element_type, tensor_type
+from xlapy.codegen.partitioner import computation_roots, partition
+from xlapy.codegen.types import element_type
 from xlapy.errors import VerifyError
 from xlapy.hlo.ir import HloComputation, HloInstruction
 from xlapy.indexing import IndexingMap
@@ -385,38 +384,6 @@ def shared_tile_maps(hero: HloInstruction) -> tuple[LaunchDimensions, IndexingMa
     return LaunchDimensions(threads, blocks, sizes[minor]), read, write
 
 
-def _symbol(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.$]", "_", name)
-
-
-def _function(name: str, partitioned: PartitionedComputation, roots: Sequence[HloInstruction], rank: int,
-              called: CalledFunctions, bound: HloInstruction | None = None) -> func.FuncOp:
-    """``func.func private @name(buffers..., indices..., [bound value]) -> (values of roots)``: the roots at the
-    indices, every instruction computed in the function itself (``bound``, when given, is the last argument)."""
-    buffers = buffer_arguments(partitioned)
-    param_types = [tensor_type(p.shape, p.name) for p in buffers]
-    extra = [element_type(bound.shape.element_type, bound.name)] if bound is not None else []
-    block = Block(arg_types=[*param_types, *([IndexType()] * rank), *extra])
-    params, indices = block.args[:len(param_types)], tuple(block.args[len(param_types):len(param_types) + rank])
-    for arg, p in zip(params, buffers):
-        if SSAValue.is_valid_name(p.name.replace(".", "_").replace("-", "_")):
-            arg.name_hint = p.name.replace(".", "_").replace("-", "_")
-    for i, arg in enumerate(indices):
-        arg.name_hint = f"i{i}"
-    bound_values = {bound: block.args[-1]} if bound is not None else {}
-    if bound is not None:
-        block.args[-1].name_hint = "transposed"
-    subgraph = Subgraph(name, list(roots))
-    whole = PartitionedComputation(partitioned.computation, [subgraph],
-                                   {i: subgraph for i in partitioned.computation.instructions})
-    emitter = FunctionEmitter(whole, subgraph, block, params, indices, called, bound_values)
-    values = [emitter.emit_scalar(r, indices) for r in roots]
-    emitter.insert(func.ReturnOp(*values))
-    types = [v.type for v in values]
-    return func.FuncOp(name, ([*param_types, *([IndexType()] * rank), *extra], types), Region(block),
-                       visibility="private")
-
-
 def _emit_shared_tile(fusion: HloInstruction, hero: HloInstruction, device: Device,
                       slice_indices: Sequence[int] | None) -> tuple[ModuleOp, LaunchDimensions]:
     computation = fusion.fused_computation
@@ -424,12 +391,12 @@ def _emit_shared_tile(fusion: HloInstruction, hero: HloInstruction, device: Devi
     outputs = _fusion_outputs(computation)
     operand = hero.operands[0]
     launch, read_map, write_map = shared_tile_maps(hero)
-    prologue_name = _symbol(f"{computation.name}_{operand.name}")
-    epilogue_name = _symbol(f"{computation.name}__epilogue__")
+    prologue_name = symbol_name(f"{computation.name}_{operand.name}")
+    epilogue_name = symbol_name(f"{computation.name}__epilogue__")
     called = CalledFunctions([ENTRY_NAME, prologue_name, epilogue_name])
     rank = len(hero.shape.dimensions)
-    prologue = _function(prologue_name, partitioned, [operand], rank, called)
-    epilogue = _function(epilogue_name, partitioned, outputs, rank, called, bound=hero)
+    prologue = function_at_indices(prologue_name, partitioned, [operand], rank, called)
+    epilogue = function_at_indices(epilogue_name, partitioned, outputs, rank, called, bound=hero)
 
     block, params, output_args, builder, thread_id, block_id = start_entry(partitioned, fusion, launch)
     sizes = shared_tile_sizes(hero)
