@@ -105,6 +105,56 @@ def test_index_values_are_computed_again_after_the_barrier() -> None:
     np.testing.assert_array_equal(out, x)
 
 
+# A loop at the top level holding barriers (every thread runs it alike): at step i, thread th adds input[4i + th] to
+# what its right-hand neighbour (th + 1 mod 4) accumulated, through two tiles; each barrier orders the steps
+# across threads, so that the values rotate by one thread per step.
+ROTATING_SUMS = """
+func.func @main(%input: tensor<24xi32>, %output: tensor<4xi32>) -> tensor<4xi32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c6 = arith.constant 6 : index
+  %zero = arith.constant 0 : i32
+  %th = gpu.thread_id x {xla.range = [0 : index, 3 : index]}
+  %bl = gpu.block_id x {xla.range = [0 : index, 0 : index]}
+  %sums = xla.allocate_shared : tensor<4xi32>
+  %next = xla.allocate_shared : tensor<4xi32>
+  %zeroed = tensor.insert %zero into %sums[%th] : tensor<4xi32>
+  %start = xla.sync_threads %zeroed : tensor<4xi32>
+  %final:2 = scf.for %i = %c0 to %c6 step %c1 iter_args(%a = %start, %b = %next) -> (tensor<4xi32>, tensor<4xi32>) {
+    %plus = arith.addi %th, %c1 : index
+    %right = arith.remui %plus, %c4 : index
+    %neighbour = tensor.extract %a[%right] : tensor<4xi32>
+    %first = arith.muli %i, %c4 : index
+    %at = arith.addi %first, %th : index
+    %x = tensor.extract %input[%at] : tensor<24xi32>
+    %sum = arith.addi %neighbour, %x : i32
+    %b1 = tensor.insert %sum into %b[%th] : tensor<4xi32>
+    %b2 = xla.sync_threads %b1 : tensor<4xi32>
+    %moved = tensor.extract %b2[%th] : tensor<4xi32>
+    %a1 = tensor.insert %moved into %a[%th] : tensor<4xi32>
+    %a2, %b3 = xla.sync_threads %a1, %b2 : tensor<4xi32>, tensor<4xi32>
+    scf.yield %a2, %b3 : tensor<4xi32>, tensor<4xi32>
+  }
+  %y = tensor.extract %final#0[%th] : tensor<4xi32>
+  %o = tensor.insert %y into %output[%th] : tensor<4xi32>
+  return %o : tensor<4xi32>
+}
+"""
+
+
+def test_a_loop_holding_barriers_runs_its_phases_step_by_step() -> None:
+    module = parse_mlir(ROTATING_SUMS)
+    LowerTensorsPass().apply(None, module)  # type: ignore[arg-type]
+    x = np.arange(24, dtype=np.int32).reshape(6, 4) ** 2
+    out = np.zeros(4, dtype=np.int32)
+    CpuKernel.compile(module)([x, out])
+    expected = np.zeros(4, dtype=np.int32)
+    for row in x:
+        expected = np.roll(expected, -1) + row
+    np.testing.assert_array_equal(out, expected)
+
+
 LOADED_VALUE_ACROSS_THE_BARRIER = """
 func.func @main(%input: tensor<4xi32>, %output: tensor<4xi32>) -> tensor<4xi32> {
   %th = gpu.thread_id x {xla.range = [0 : index, 3 : index]}
@@ -149,7 +199,23 @@ func.func private @f(%s: tensor<4xf32>, %i: index) -> f32 {
   %x = tensor.extract %s[%i] : tensor<4xf32>
   return %x : f32
 }""", "passed a shared tile"),
-], ids=["allocate_shared in a loop", "shared tile passed to a function"])
+    ("""func.func @main(%out: tensor<4xf32>) -> tensor<4xf32> {
+  %th = gpu.thread_id x {xla.range = [0 : index, 3 : index]}
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %s = xla.allocate_shared : tensor<4xf32>
+  %r = scf.for %i = %c0 to %c1 step %c1 iter_args(%t = %s) -> (tensor<4xf32>) {
+    %u = scf.for %j = %c0 to %c1 step %c1 iter_args(%v = %t) -> (tensor<4xf32>) {
+      %w = xla.sync_threads %v : tensor<4xf32>
+      scf.yield %w : tensor<4xf32>
+    }
+    scf.yield %u : tensor<4xf32>
+  }
+  %x = tensor.extract %r[%th] : tensor<4xf32>
+  %o = tensor.insert %x into %out[%th] : tensor<4xf32>
+  return %o : tensor<4xf32>
+}""", "sync_threads outside of the top level of the function and of the loops there"),
+], ids=["allocate_shared in a loop", "shared tile passed to a function", "barrier in a nested loop"])
 def test_refused_shared_memory(text: str, message: str) -> None:
     with pytest.raises(UnimplementedError, match=message):
         LowerTensorsPass().apply(None, parse_mlir(text))  # type: ignore[arg-type]

@@ -136,6 +136,19 @@ def _rewrite(text: str, rewriter: TreeReductionRewriter | None = None) -> tuple[
 // CHECK: %[[INNER:.*]] = f32[8,5]{1,0} reduce(%[[RESHAPE]], %init), dimensions={1}
 // CHECK: ROOT %out = f32[5]{0} reduce(%[[INNER]], %init), dimensions={0}
 """),
+    # A column reduction of 1024 columns: eight pieces of 512 whole rows, which the column-tile form reads row by
+    # row, a block each.
+    (_sum_module("f32[4096,1024]", "f32[1024]", "0"), """
+// CHECK: %[[RESHAPE:.*]] = f32[8,512,1024]{2,1,0} reshape(%input)
+// CHECK: %[[INNER:.*]] = f32[8,1024]{1,0} reduce(%[[RESHAPE]], %init), dimensions={1}
+// CHECK: ROOT %out = f32[1024]{0} reduce(%[[INNER]], %init), dimensions={0}
+"""),
+    # A column reduction with a kept major dimension of 2: four pieces of each.
+    (_sum_module("f32[2,2048,512]", "f32[2,512]", "1"), """
+// CHECK: %[[RESHAPE:.*]] = f32[2,4,512,512]{3,2,1,0} reshape(%input)
+// CHECK: %[[INNER:.*]] = f32[2,4,512]{2,1,0} reduce(%[[RESHAPE]], %init), dimensions={2}
+// CHECK: ROOT %out = f32[2,512]{1,0} reduce(%[[INNER]], %init), dimensions={1}
+"""),
     # The output's layout stays (XLA's RowReductionWeirdOutputLayout).
     (_sum_module("f32[2,4,131072]{2,1,0}", "f32[2,4]{0,1}", "2"), """
 // CHECK: reshape(%input)
@@ -201,6 +214,8 @@ argmax {
     _sum_module("f32[1048576]", "f32[]", "0", reducer=_SUBTRACT),
     _sum_module("f32[1048576,2]{0,1}", "f32[2]", "0"),         # not the default layout: a reshape would copy
     _sum_module("f32[40,1048576]", "f32[40]", "1"),           # 40 rows: no power of two of pieces fits 64
+    _sum_module("f32[8,1024,1024]", "f32[8,1024]", "1"),      # columns: 8 kept rows are pieces enough
+    _sum_module("f32[100,16384]", "f32[16384]", "0"),         # columns: too few rows for two pieces of 64
     _argmax_module(2, 1048576, reducer=_ARGMAX_WITHOUT_TIE_BREAK),
 ])
 def test_reductions_left_alone(text: str):
@@ -264,6 +279,7 @@ def _split_and_compile(text: str, rewriter: TreeReductionRewriter = _SMALL) -> x
     ((3, 65536), "1", (3,)),
     ((65536, 3), "0", (3,)),              # columns
     ((65539, 3), "0", (3,)),              # columns and a remainder of 3
+    ((256, 64), "0", (64,)),              # columns, as many as TARGET_ROWS: four pieces of whole rows
     ((4, 5, 8192), "0,2", (5,)),
 ])
 def test_float_sums_within_the_bound_of_the_split_order(shape, dimensions, out):

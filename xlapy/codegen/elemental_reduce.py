@@ -310,7 +310,7 @@ def _emit_row_reduction(em: FunctionEmitter, instr: HloInstruction, indices: Ind
         with em._region(block):  # values computed in the loop do not dominate what follows it
             partial = em.insert(vector.ExtractOp(accumulators[0], [lane], scalar_type)).result
             input_indices = em.insert(ApplyIndexingOp(list(indices), [*outer_indices, lane], element_map)).results
-            value = _apply_reducer(em, reducer, partial, em.operand(instr, 0, tuple(input_indices)))
+            value = apply_reducer(em, reducer, partial, em.operand(instr, 0, tuple(input_indices)))
             em.insert(scf.YieldOp(em.insert(vector.InsertOp(value, partials, [lane])).result))
         return [loop.results[0]]
 
@@ -318,8 +318,8 @@ def _emit_row_reduction(em: FunctionEmitter, instr: HloInstruction, indices: Ind
     lanes = [em.insert(vector.ExtractOp(partials, [k], scalar_type)).result for k in range(row.lanes)]
     while len(lanes) > 1:
         half = len(lanes) // 2
-        lanes = [_apply_reducer(em, reducer, lanes[k], lanes[k + half]) for k in range(half)]
-    return _apply_reducer(em, reducer, em.operand(instr, 1, ()), lanes[0])
+        lanes = [apply_reducer(em, reducer, lanes[k], lanes[k + half]) for k in range(half)]
+    return apply_reducer(em, reducer, em.operand(instr, 1, ()), lanes[0])
 
 
 def _splat(em: FunctionEmitter, vector_type: VectorType, value: object) -> SSAValue:
@@ -333,7 +333,7 @@ def _splat(em: FunctionEmitter, vector_type: VectorType, value: object) -> SSAVa
     return em._constant(dense)
 
 
-def _apply_reducer(em: FunctionEmitter, reducer: HloComputation, accumulator: SSAValue,
+def apply_reducer(em: FunctionEmitter, reducer: HloComputation, accumulator: SSAValue,
                    element: SSAValue) -> SSAValue:
     """The reducer's one op on two scalars, emitted in place (not a call: the loop's vector form needs its op)."""
     first, second = reducer.parameters

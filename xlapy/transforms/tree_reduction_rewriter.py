@@ -77,6 +77,11 @@ MIN_INNER_ELEMENTS = 1 << 12
 # When the rows do not divide the dimension, a row is a multiple of this many elements (the largest vector of
 # partial accumulators).
 ROW_ALIGNMENT = 64
+# A column reduction (the input's minor dimension kept) is split into at least this many pieces of whole rows of
+# its kept minor dimensions (units of parallel work that read their rows contiguously), each of at least
+# ``COLUMN_MIN_INNER_ROWS`` rows.
+COLUMN_PIECES = 8
+COLUMN_MIN_INNER_ROWS = 64
 
 _SINGLE_OPS = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
 
@@ -299,13 +304,20 @@ def tree_split(reduce: HloInstruction, min_split_elements: int = MIN_SPLIT_ELEME
     if not all(_has_default_layout(i.shape) for i in inputs):
         return None
     outputs = operand.element_count // math.prod(operand.dimensions[d] for d in dims)
-    if operand.element_count < min_split_elements or outputs >= target_rows:
-        return None
-    if not _single_op_reducer(reduce) and _arg_reduction(reduce) is None:
+    if operand.element_count < min_split_elements:
         return None
     dimension = max(dims, key=lambda d: (operand.dimensions[d], d))
     size = operand.dimensions[dimension]
-    limit = min(target_rows // outputs, size // min_inner_elements)
+    if outputs < target_rows:
+        limit = min(target_rows // outputs, size // min_inner_elements)
+    elif operand.rank - 1 not in dims:
+        # A column reduction: whole rows of the kept minor dimensions per block (the emitter's column-tile form).
+        minor_run = math.prod(operand.dimensions[max(dims) + 1:])
+        limit = min(COLUMN_PIECES // (outputs // minor_run), size // COLUMN_MIN_INNER_ROWS)
+    else:
+        return None
+    if not _single_op_reducer(reduce) and _arg_reduction(reduce) is None:
+        return None
     if limit < 2:
         return None
     outer = 1 << (limit.bit_length() - 1)

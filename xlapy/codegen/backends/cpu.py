@@ -118,6 +118,7 @@ from xlapy.codegen.backends.mathlib.emitter import (
 )
 from xlapy.codegen.backends.mathlib.emitter import like as _like  # the backend's name for it
 from xlapy.codegen.backends.object_check import check_object, host_machine
+from xlapy.codegen.passes.lower_tensors import is_block_level
 from xlapy.errors import UnimplementedError, VerifyError
 from xlapy.registry import registrar
 
@@ -1551,29 +1552,53 @@ def _recomputable(op: Operation) -> bool:
     return op.name in _OPS or op.name.startswith("math.")
 
 
-def _phases(function: func.FuncOp) -> list[list[Operation]]:
-    """The entry function's top-level ops split at each `xla.sync_threads` (the barrier itself in no phase)."""
-    phases: list[list[Operation]] = [[]]
-    for op in function.body.block.ops:
+# A phase of the block's threads (ops that every thread runs before any runs the next phase), or a loop at the top
+# level of the entry function whose body holds barriers: every thread runs it alike, its body in phases.
+_Segment = list[Operation] | scf.ForOp
+
+
+def _holds_barrier(op: Operation) -> bool:
+    return any(inner.name == "xla.sync_threads" for inner in op.walk())
+
+
+def _segments(block: Block) -> list[_Segment]:
+    """The ops of ``block`` split at each `xla.sync_threads` (the barrier itself in no phase) and around each loop
+    holding barriers; its terminator (a loop body's `scf.yield`) is left out."""
+    segments: list[_Segment] = [[]]
+    for op in block.ops:
         if op.name == "xla.sync_threads":
-            phases.append([])
-        else:
-            phases[-1].append(op)
+            segments.append([])
+        elif isinstance(op, scf.ForOp) and _holds_barrier(op):
+            segments.extend([op, []])
+        elif op.name != "scf.yield":
+            segments[-1].append(op)  # type: ignore[union-attr]
+    return [s for s in segments if not isinstance(s, list) or s]
+
+
+def _check_barriers(function: func.FuncOp) -> None:
     for op in function.walk():
-        if op.name == "xla.sync_threads" and op.parent_op() is not function:
+        if op.name == "xla.sync_threads" and not is_block_level(op, function.body.block):
             raise UnimplementedError("cpu backend: xla.sync_threads inside a loop or a branch (only at the top "
-                                     "level of the entry function)")
-    return phases
+                                     "level of the entry function and of the loops there)")
+    for op in function.body.block.ops:
+        if isinstance(op, scf.ForOp) and _holds_barrier(op):
+            if op.iter_args or op.results:
+                raise VerifyError("cpu backend: a loop holding xla.sync_threads carries values (run lower-tensors "
+                                  "first)")
+            if not all(isinstance(v.owner, arith.ConstantOp) for v in (op.lb, op.ub, op.step)):
+                raise UnimplementedError("cpu backend: a loop holding xla.sync_threads with bounds that are not "
+                                         "constants")
 
 
 class _Phase:
     """The translation of one phase of the block's threads: values of the earlier phases that it uses are
     computed again (`_recomputable`) in its own thread loop, where they dominate their uses. A value that is not
-    recomputable cannot live across a barrier: as on the GPU, it must go through the shared tile."""
+    recomputable cannot live across a barrier: as on the GPU, it must go through the shared tile. ``levels`` are
+    the blocks whose ops run in phases (the entry's body and the bodies of the loops holding barriers)."""
 
-    def __init__(self, t: _Translator, function: func.FuncOp, kept: dict[SSAValue, ir.Value]):
+    def __init__(self, t: _Translator, levels: set[Block], kept: dict[SSAValue, ir.Value]):
         self.t = t
-        self.top = function.body.block
+        self.levels = levels
         t.values = dict(kept)
 
     def translate(self, ops: Sequence[Operation]) -> None:
@@ -1588,7 +1613,7 @@ class _Phase:
 
     def recompute(self, value: SSAValue) -> None:
         owner = value.owner
-        if value in self.t.values or not isinstance(owner, Operation) or owner.parent_block() is not self.top:
+        if value in self.t.values or not isinstance(owner, Operation) or owner.parent_block() not in self.levels:
             return
         if not _recomputable(owner):
             raise VerifyError(f"cpu backend: the value of {owner.name} is used after an xla.sync_threads (values "
@@ -1623,20 +1648,32 @@ def _emit_loops(t: _Translator, function: func.FuncOp, threads: int) -> None:
 
     The GPU model on the CPU: a block's threads run one after another. Each `xla.sync_threads` (a barrier of the
     block's threads) splits the thread loop in two: every thread runs the code before the barrier, then every
-    thread the code after it, in a loop of its own (`_phases`); the shared tile (`xla.allocate_shared`) is one
+    thread the code after it, in a loop of its own (`_segments`); the shared tile (`xla.allocate_shared`) is one
     scratch array per CPU thread (`_hoist_allocas`). Without a barrier the body runs in one thread loop. For a
     body `A; xla.sync_threads; B`:
 
         for bl in [block_begin, block_end):
           for th in [0, threads): A
           for th in [0, threads): B
+
+    A loop at the top level whose body holds barriers (every thread runs it alike) runs once per block, its body's
+    phases inside: `A; sync; scf.for %r { C; sync }; D` (the column-tile form of the reduction emitter) is
+
+        for bl in [block_begin, block_end):
+          for th in [0, threads): A
+          for r in [lower, upper):
+            for th in [0, threads): C
+          for th in [0, threads): D
     """
     kernel, b = t.function, t.b
     begin, end = kernel.args[-2:]
     for arg, value in zip(function.body.block.args, kernel.args):
         t.values[arg] = value
     _hoist_allocas(t, function)
+    _check_barriers(function)
     kept = dict(t.values)
+    top = function.body.block
+    levels = {top, *(op.body.block for op in top.ops if isinstance(op, scf.ForOp) and _holds_barrier(op))}
     entry = b.block
     block_header = kernel.append_basic_block("block.header")
     exit_block = kernel.append_basic_block("exit")
@@ -1644,30 +1681,55 @@ def _emit_loops(t: _Translator, function: func.FuncOp, threads: int) -> None:
     b.position_at_end(block_header)
     bl = b.phi(I64, name="bl")
     bl.add_incoming(begin, entry)
-    phases = _phases(function)
-    first_thread_header = kernel.append_basic_block("thread.header")
-    b.cbranch(b.icmp_signed("<", bl, end), first_thread_header, exit_block)
+    block_body = kernel.append_basic_block("block.body")
+    b.cbranch(b.icmp_signed("<", bl, end), block_body, exit_block)
+    b.position_at_end(block_body)
     # A vectorized body is already SIMD code, and a loop of fewer iterations than lanes has nothing to widen.
     width = _thread_loop_width(function)
     hint = t.scalar_lanes and threads >= width and _always_vectorizable(function)
-    thread_header, before = first_thread_header, block_header
-    for number, ops in enumerate(phases):
-        b.position_at_end(thread_header)
+
+    def thread_loop(ops: list[Operation], values: dict[SSAValue, ir.Value]) -> None:
+        before = b.block
+        header = kernel.append_basic_block("thread.header")
+        b.branch(header)
+        b.position_at_end(header)
         th = b.phi(I64, name="th")
         th.add_incoming(_constant(I64, 0), before)
         t.ids["gpu.thread_id"], t.ids["gpu.block_id"] = th, bl
-        _Phase(t, function, kept).translate(ops)
+        _Phase(t, levels, values).translate(ops)
         next_th = b.add(th, _constant(I64, 1), name="th.next")
         th.add_incoming(next_th, b.block)
-        last = number + 1 == len(phases)
-        after = kernel.append_basic_block("block.latch" if last else "thread.header")
-        before = b.block
-        latch = b.cbranch(b.icmp_signed("<", next_th, _constant(I64, threads)), thread_header, after)
+        after = kernel.append_basic_block("thread.exit")
+        latch = b.cbranch(b.icmp_signed("<", next_th, _constant(I64, threads)), header, after)
         if hint:
             latch.set_metadata("llvm.loop", _loop_metadata(t.module, width))
-        thread_header = after
-    b.position_at_end(thread_header)
-    bl.add_incoming(b.add(bl, _constant(I64, 1), name="bl.next"), thread_header)
+        b.position_at_end(after)
+
+    def uniform_loop(op: scf.ForOp) -> None:
+        lower, upper, step = (_constant(I64, v.owner.value.value.data) for v in (op.lb, op.ub, op.step))
+        before = b.block
+        header = kernel.append_basic_block("uniform.header")
+        body = kernel.append_basic_block("uniform.body")
+        after = kernel.append_basic_block("uniform.exit")
+        b.branch(header)
+        b.position_at_end(header)
+        iv = b.phi(I64, name="uniform.iv")
+        iv.add_incoming(lower, before)
+        b.cbranch(b.icmp_signed("<", iv, upper), body, after)
+        b.position_at_end(body)
+        values = {**kept, op.body.block.args[0]: iv}
+        for segment in _segments(op.body.block):
+            thread_loop(segment, values)  # type: ignore[arg-type]  # no loop nests in a loop's body
+        iv.add_incoming(b.add(iv, step), b.block)
+        b.branch(header)
+        b.position_at_end(after)
+
+    for segment in _segments(top):
+        if isinstance(segment, scf.ForOp):
+            uniform_loop(segment)
+        else:
+            thread_loop(segment, kept)
+    bl.add_incoming(b.add(bl, _constant(I64, 1), name="bl.next"), b.block)
     b.branch(block_header)
     b.position_at_end(exit_block)
     if t.streaming_stores:

@@ -219,6 +219,17 @@ def symbol_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.$]", "_", name)
 
 
+def name_arguments(params: Sequence[SSAValue], buffers: Sequence[HloInstruction],
+                   indices: Sequence[SSAValue]) -> None:
+    """Names a function's buffer arguments after their parameters (when valid names) and its indices ``i0``,
+    ``i1``, ..."""
+    for arg, p in zip(params, buffers):
+        if SSAValue.is_valid_name(p.name.replace(".", "_").replace("-", "_")):
+            arg.name_hint = p.name.replace(".", "_").replace("-", "_")
+    for i, arg in enumerate(indices):
+        arg.name_hint = f"i{i}"
+
+
 def function_at_indices(name: str, partitioned: PartitionedComputation, roots: Sequence[HloInstruction], rank: int,
                         called: CalledFunctions, bound: HloInstruction | None = None,
                         bound_hint: str = "transposed") -> func.FuncOp:
@@ -230,11 +241,7 @@ def function_at_indices(name: str, partitioned: PartitionedComputation, roots: S
     extra = [element_type(bound.shape.element_type, bound.name)] if bound is not None else []
     block = Block(arg_types=[*param_types, *([IndexType()] * rank), *extra])
     params, indices = block.args[:len(param_types)], tuple(block.args[len(param_types):len(param_types) + rank])
-    for arg, p in zip(params, buffers):
-        if SSAValue.is_valid_name(p.name.replace(".", "_").replace("-", "_")):
-            arg.name_hint = p.name.replace(".", "_").replace("-", "_")
-    for i, arg in enumerate(indices):
-        arg.name_hint = f"i{i}"
+    name_arguments(params, buffers, indices)
     bound_values = {bound: block.args[-1]} if bound is not None else {}
     if bound is not None:
         block.args[-1].name_hint = bound_hint

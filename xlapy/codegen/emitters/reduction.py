@@ -92,31 +92,41 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from xdsl.builder import Builder
-from xdsl.dialects import func, tensor
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import SSAValue
+from xdsl.dialects import arith, func, scf, tensor
+from xdsl.dialects.builtin import IndexType, ModuleOp, TensorType
+from xdsl.ir import Block, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
-from xlapy.codegen.dialect import LoopOp, PureCallOp, YieldOp
-from xlapy.codegen.elemental_reduce import PARTIAL_ACCUMULATOR_BYTES
-from xlapy.codegen.elemental_rules import CalledFunctions, emit_subgraph_function, result_types
+from xlapy.codegen.dialect import AllocateSharedOp, ApplyIndexingOp, LoopOp, PureCallOp, SyncThreadsOp, YieldOp
+from xlapy.codegen.elemental import FunctionEmitter
+from xlapy.codegen.elemental_reduce import PARTIAL_ACCUMULATOR_BYTES, apply_reducer
+from xlapy.codegen.elemental_rules import CalledFunctions, buffer_arguments, emit_subgraph_function, result_types
 from xlapy.codegen.emitters.common import (
     ENTRY_NAME,
     derived_partition,
     elementwise_entry_function,
     entry_function,
     finish_entry,
+    function_at_indices,
     fusion_output_shapes,
+    name_arguments,
     root_positions,
     root_result_types,
     start_entry,
+    symbol_name,
 )
-from xlapy.codegen.launch import Device, LaunchDimensions, loop_launch_dimensions, thread_id_to_output_map
-from xlapy.codegen.partitioner import PartitionedComputation, computation_roots, index_shape, partition
+from xlapy.codegen.launch import (
+    Device,
+    LaunchDimensions,
+    loop_launch_dimensions,
+    thread_id_to_output_map,
+)
+from xlapy.codegen.partitioner import PartitionedComputation, Subgraph, computation_roots, index_shape, partition
+from xlapy.codegen.types import element_type, tensor_type
 from xlapy.errors import VerifyError
 from xlapy.hlo.ir import HloInstruction
 from xlapy.indexing import IndexingMap
-from xlapy.indexing.affine import sym
+from xlapy.indexing.affine import add, const, dim, floordiv, mod, mul, sym
 from xlapy.indexing.indexing_map import Variable
 from xlapy.indexing.interval import Interval
 from xlapy.shapes import ELEMENT_TYPES
@@ -132,6 +142,12 @@ ROW_BLOCK_ELEMENTS = 1 << 15
 # register times WIDE_VECTOR_REGISTERS) 1.6-1.7 ms, 64 lanes 0.8-0.95 ms, XLA:CPU 0.76-0.87 ms; wider vectors fall
 # back to scalar code. AVX-512 hosts already had 64 lanes.
 COLUMN_VECTOR_BYTES = 256
+
+# The column-tile form (CPU): the most bytes of accumulators a block keeps (an eighth of the first-level cache of a
+# core, so that the rows it reads stay there too), and the fewest rows it is used for.
+COLUMN_TILE_BYTES = 4096
+COLUMN_TILE_MIN_ROWS = 8
+COLUMN_TILE_ROWS_PER_STEP = 4
 
 VARIANTS = ("row", "multi-row", "column", "small-column")
 
@@ -279,6 +295,8 @@ def emit_reduction_fusion(fusion: HloInstruction, device: Device, slice_indices:
         result_types(root)
     launch = reduction_launch(info.hero, device)
     output_map = thread_id_to_output_map(launch, index_shape(info.hero.shape))
+    if uses_column_tile(info, device):
+        return _emit_column_tile(fusion, info, device, slice_indices)
     if not info.side_outputs:
         partitioned = partition(computation)
         called = CalledFunctions([ENTRY_NAME, *(s.name for s in partitioned.subgraphs)])
@@ -328,6 +346,163 @@ def _entry_with_side_outputs(fusion: HloInstruction, info: ReductionFusion, redu
     return entry_function(block, outputs)
 
 
+# --- the column-tile form ---
+
+
+def uses_column_tile(info: ReductionFusion, device: Device) -> bool:
+    """Whether the CPU emits the column reduction ``info`` in the column-tile form (see the module's docstring):
+    a ``column`` reduction of one array by the fusion's only reduce, without side outputs, whose output splits
+    into whole vectors and which reduces at least ``COLUMN_TILE_MIN_ROWS`` rows."""
+    hero = info.hero
+    if device.name != "cpu" or info.side_outputs or hero.shape.is_tuple or variant(hero, device) != "column":
+        return False
+    if sum(1 for i in hero.parent.instructions if i.opcode == "reduce") != 1:
+        return False
+    launch = reduction_launch(hero, device)
+    return launch.vector_size > 1 and reduction_shape(hero).dimensions[1] >= COLUMN_TILE_MIN_ROWS
+
+
+def column_tile_launch(hero: HloInstruction, device: Device) -> LaunchDimensions:
+    """The column-tile form's launch: the column form's vectors, as many threads per block as fill a tile of
+    ``COLUMN_TILE_BYTES`` of accumulators (a function of the shape alone: parallel work comes from the kept major
+    dimensions and from the pieces ``tree-reduction-rewriter`` splits a large column reduction into)."""
+    output = index_shape(hero.shape)
+    vector = reduction_launch(hero, device).vector_size
+    width = ELEMENT_TYPES[hero.shape.element_type].byte_width
+    vectors = math.prod(output.dimensions) // vector
+    threads = max(1, min(COLUMN_TILE_BYTES // (vector * width), vectors))
+    return loop_launch_dimensions(output, replace(device, threads_per_block=threads, max_vector=vector,
+                                                  vector_bytes=vector * max(4, width)), device.rows_hold_vectors)
+
+
+def _with_tile_index(output_map: IndexingMap, vector: int) -> IndexingMap:
+    """``(th_x, bl_x)[vector_index] -> (output indices, tile index)``: the thread's vector is the tile's
+    ``vector`` accumulators from ``th_x * vector``."""
+    tile_index = add(mul(dim(0), const(vector)), sym(0))
+    return IndexingMap.from_exprs([*output_map.results, tile_index], output_map.dim_vars, output_map.range_vars,
+                                  constraints=output_map.constraints)
+
+
+def _row_to_input_map(hero: HloInstruction) -> IndexingMap:
+    """``(row, output indices) -> (input indices)``: ``row`` counts the reduced elements of an output in
+    row-major order of the reduced dimensions (the elemental order)."""
+    operand = hero.operands[0].shape
+    reduced = sorted(hero.attr("dimensions") or ())
+    rows = math.prod(operand.dimensions[d] for d in reduced)
+    kept = [d for d in range(len(operand.dimensions)) if d not in reduced]
+    results, stride = {}, 1
+    for d in reversed(reduced):
+        part = floordiv(dim(0), const(stride)) if stride > 1 else dim(0)
+        results[d] = mod(part, const(operand.dimensions[d])) if stride * operand.dimensions[d] < rows else part
+        stride *= operand.dimensions[d]
+    for k, d in enumerate(kept):
+        results[d] = dim(1 + k)
+    dims = [Variable(Interval(0, rows - 1), "row"),
+            *(Variable(Interval(0, operand.dimensions[d] - 1), f"d{k}") for k, d in enumerate(kept))]
+    return IndexingMap.from_exprs([results[d] for d in range(len(operand.dimensions))], dims, [])
+
+
+def _fold_function(name: str, partitioned: PartitionedComputation, hero: HloInstruction, rows: int,
+                   called: CalledFunctions) -> func.FuncOp:
+    """``func.func private @name(buffers..., row, output indices..., accumulator) -> accumulator``: the accumulator
+    of the output element at the indices with the elements of rows ``row`` to ``row + rows - 1`` folded in, in
+    order; the elements and the reducer are emitted in place (one call: the lanes' loop around it becomes vector
+    code once it is inlined)."""
+    buffers = buffer_arguments(partitioned)
+    param_types = [tensor_type(p.shape, p.name) for p in buffers]
+    value_type = element_type(hero.shape.element_type, hero.name)
+    rank = len(index_shape(hero.shape).dimensions)
+    block = Block(arg_types=[*param_types, IndexType(), *([IndexType()] * rank), value_type])
+    params, (row, *indices, accumulator) = block.args[:len(param_types)], block.args[len(param_types):]
+    name_arguments(params, buffers, indices)
+    row.name_hint, accumulator.name_hint = "row", "accumulator"
+    computation = partitioned.computation
+    subgraph = Subgraph(name, [hero.operands[0]])
+    whole = PartitionedComputation(computation, [subgraph], {i: subgraph for i in computation.instructions})
+    emitter = FunctionEmitter(whole, subgraph, block, params, (), called)
+    row_map, reducer = _row_to_input_map(hero), hero.called_computations[0]
+    for k in range(rows):
+        at_row = emitter.insert(arith.AddiOp(row, emitter.index(k))).result if k else row
+        input_indices = emitter.insert(ApplyIndexingOp([at_row, *indices], [], row_map)).results
+        element = emitter.emit_scalar(hero.operands[0], tuple(input_indices))
+        accumulator = apply_reducer(emitter, reducer, accumulator, element)
+    emitter.insert(func.ReturnOp(accumulator))
+    return func.FuncOp(name, ([*param_types, IndexType(), *([IndexType()] * rank), value_type], [value_type]),
+                       Region(block), visibility="private")
+
+
+def _emit_column_tile(fusion: HloInstruction, info: ReductionFusion, device: Device,
+                      slice_indices: Sequence[int] | None) -> tuple[ModuleOp, LaunchDimensions]:
+    """``@main`` of the column-tile form: the block's accumulators in ``xla.allocate_shared``, set to the init
+    value, then for each row an ``xla.loop`` of the block's threads folding the row's elements into them and an
+    ``xla.sync_threads``, then an ``xla.loop`` writing the epilogue of the accumulators into the outputs."""
+    hero, computation = info.hero, fusion.fused_computation
+    partitioned = partition(computation)
+    launch = column_tile_launch(hero, device)
+    output = index_shape(hero.shape)
+    tile_map = _with_tile_index(thread_id_to_output_map(launch, output), launch.vector_size)
+    rank = len(output.dimensions)
+    names = {part: symbol_name(f"{computation.name}_{part}") for part in ("init", "fold", "_epilogue_")}
+    called = CalledFunctions([ENTRY_NAME, *names.values()])
+    init = function_at_indices(names["init"], partitioned, [hero.operands[1]], 0, called)
+    epilogue = function_at_indices(names["_epilogue_"], partitioned, computation_roots(computation), rank, called,
+                                   bound=hero, bound_hint="reduced")
+    value_type = element_type(hero.shape.element_type, hero.name)
+
+    block, params, outputs, builder, thread_id, block_id = start_entry(partitioned, fusion, launch)
+    tile_type = TensorType(value_type, [launch.threads_per_block * launch.vector_size])
+    tile = builder.insert(AllocateSharedOp(tile_type)).result
+    tile.name_hint = "accumulators"
+
+    def tile_loop(at: Builder, into: Sequence[SSAValue], body) -> LoopOp:
+        loop = at.insert(LoopOp([thread_id, block_id], tile_map, list(into)))
+        inner = Builder(InsertPoint.at_end(loop.body.block))
+        *indices, tile_index = loop.index_args
+        inner.insert(YieldOp(body(inner, list(indices), tile_index, list(loop.iter_args))))
+        return loop
+
+    def set_init(at: Builder, indices, tile_index, iters):
+        value = at.insert(PureCallOp(names["init"], params, [value_type])).results[0]
+        return [at.insert(tensor.InsertOp(value, iters[0], [tile_index])).result]
+
+    filled = tile_loop(builder, [tile], set_init)
+    synced = builder.insert(SyncThreadsOp([filled.results[0]])).results[0]
+
+    rows = reduction_shape(hero).dimensions[1]
+    step = next(k for k in (COLUMN_TILE_ROWS_PER_STEP, 2, 1) if rows % k == 0)
+    constants = [builder.insert(arith.ConstantOp.from_int_and_width(v, IndexType())).result for v in (0, rows, step)]
+    row_block = Block(arg_types=[IndexType(), tile_type])
+    row, accumulators = row_block.args
+    row.name_hint = "row"
+    row_loop = builder.insert(scf.ForOp(*constants, [synced], Region(row_block)))
+    at_row = Builder(InsertPoint.at_end(row_block))
+
+    fold = _fold_function(names["fold"], partitioned, hero, step, called)
+
+    def fold_rows(at: Builder, indices, tile_index, iters):
+        # Read from the tile as the row found it: each lane reads and writes its own accumulator only, and the read
+        # of a tensor defined before the loop becomes one vector read (vectorize-loads-stores).
+        accumulator = at.insert(tensor.ExtractOp(accumulators, [tile_index], value_type)).result
+        folded = at.insert(PureCallOp(names["fold"], [*params, row, *indices, accumulator], [value_type])).results[0]
+        return [at.insert(tensor.InsertOp(folded, iters[0], [tile_index])).result]
+
+    folded = tile_loop(at_row, [accumulators], fold_rows)
+    at_row.insert(scf.YieldOp(at_row.insert(SyncThreadsOp([folded.results[0]])).results[0]))
+
+    def write(at: Builder, indices, tile_index, iters):
+        reduced = at.insert(tensor.ExtractOp(row_loop.results[0], [tile_index], value_type)).result
+        values = at.insert(PureCallOp(names["_epilogue_"], [*params, *indices, reduced],
+                                      epilogue.function_type.outputs.data)).results
+        return [at.insert(tensor.InsertOp(v, into, indices)).result for v, into in zip(values, iters)]
+
+    written = tile_loop(builder, outputs, write)
+    written.results[0].name_hint = "xla_loop"
+    builder.insert(func.ReturnOp(*written.results))
+    entry = entry_function(block, outputs)
+    finish_entry(entry, fusion, device, slice_indices)
+    return ModuleOp([entry, init, fold, epilogue, *called.functions]), launch
+
+
 __all__ = ["ROW_BLOCK_ELEMENTS", "VARIANTS", "ReductionFusion", "ReductionShape", "emit_reduction_fusion",
            "is_reduction_fusion", "reduction_fusion", "reduction_launch", "reduction_output_elements",
-           "reduction_shape", "side_output_map", "variant"]
+           "reduction_shape", "side_output_map", "uses_column_tile", "variant"]

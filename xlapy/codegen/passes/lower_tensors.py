@@ -46,9 +46,9 @@ shared address space): a block's threads run one after another on one CPU thread
 scratch array on that thread's stack, `llvm.alloca` of the tile's element count, reused by every block the CPU
 thread runs (the CPU backend hoists it to the kernel's entry). `xla.sync_threads` keeps no tensors: its results
 are versions of its operands' buffers, and what remains is the barrier itself, at the top level of the entry
-function, where the CPU backend splits the loop over the block's threads into phases (every thread runs the code
-before it, then every thread the code after it). Before and after, for a 32x33 f32 tile written by one loop and
-read by the next:
+function (or of a loop there, which every thread of the block runs alike), where the CPU backend splits the loop
+over the block's threads into phases (every thread runs the code before it, then every thread the code after
+it). Before and after, for a 32x33 f32 tile written by one loop and read by the next:
 
     %shmem = xla.allocate_shared : tensor<1056xf32>
     %written = scf.for ... iter_args(%t = %shmem) -> (tensor<1056xf32>) { ... tensor.insert %v into %t[...] }
@@ -309,10 +309,22 @@ def _lower_allocate_shared(state: _FunctionState, op: AllocateSharedOp) -> None:
 
 
 def _lower_sync_threads(state: _FunctionState, op: SyncThreadsOp) -> None:
-    if op.parent_block() is not state.function_block:
-        raise UnimplementedError(f"lower-tensors: {op.name} outside of the top level of the function")
+    if not is_block_level(op, state.function_block):
+        raise UnimplementedError(f"lower-tensors: {op.name} outside of the top level of the function and of the "
+                                 "loops there")
     for operand, result in zip(op.tensors, op.synced):
         state.roots[result] = state.root(operand, op)
+
+
+def is_block_level(op: Operation, function_block: Block) -> bool:
+    """Whether ``op`` is where every thread of a block runs it alike: at the top level of the entry function, or
+    at the top level of the body of an ``scf.for`` there (a loop all the block's threads run, as the rows of the
+    reduction emitter's column-tile form)."""
+    block = op.parent_block()
+    if block is function_block:
+        return True
+    loop = block.parent_op() if block is not None else None
+    return isinstance(loop, scf.ForOp) and loop.parent_block() is function_block
 
 
 def _lower_pure_call(state: _FunctionState, op: Operation) -> None:
