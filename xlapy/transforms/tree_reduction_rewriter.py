@@ -29,9 +29,15 @@ slice, and its result is concatenated after the rows' as the outer reduction's l
 
 Which reductions are split (the split is what XLA's GPU pass does; when and how far is the CPU's measure):
 
-- the input has at least ``MIN_SPLIT_ELEMENTS`` elements and the output fewer than ``TARGET_ROWS``;
-- ``k1`` is the largest power of two with ``k1 * outputs <= TARGET_ROWS`` and ``n / k1 >= MIN_INNER_ELEMENTS``,
-  and at least 2; ``k2 = n / k1`` when ``k1`` divides ``n``, else ``floor(n / k1)`` rounded down to a multiple of
+- the input has at least ``MIN_SPLIT_ELEMENTS`` elements and the output fewer than ``TARGET_ROWS``: ``k1`` is the
+  largest power of two with ``k1 * outputs <= TARGET_ROWS`` and ``n / k1 >= MIN_INNER_ELEMENTS``, and at least 2;
+- or the input has at least ``MIN_SPLIT_ELEMENTS`` elements and its minor dimension is kept (a column reduction,
+  whatever its output's size): the emitter's column-tile form gives a block the whole rows of its kept minor
+  dimensions (up to 4 KiB), so the pieces of parallel work are the indices of the kept dimensions before them,
+  ``K``. When ``K`` is below ``COLUMN_PIECES``, ``k1`` is the largest power of two with ``k1 * K <=
+  COLUMN_PIECES`` and ``n / k1 >= COLUMN_MIN_INNER_ROWS``, and at least 2 (f32[4096,1024] summed over its rows:
+  8 pieces of 512 rows);
+- ``k2 = n / k1`` when ``k1`` divides ``n``, else ``floor(n / k1)`` rounded down to a multiple of
   ``ROW_ALIGNMENT`` (whole vectors of partial accumulators);
 - the input is in the default (major-to-minor) layout, so that the reshape moves no data;
 - the reducer is one associative and commutative op of its two parameters (add, multiply, maximum, minimum, and,
@@ -449,6 +455,7 @@ class TreeReductionRewriter(HloPass):
         return changed
 
 
-__all__ = ["MIN_INNER_ELEMENTS", "MIN_SPLIT_ELEMENTS", "ROW_ALIGNMENT", "TARGET_ROWS", "ArgReducer",
+__all__ = ["COLUMN_MIN_INNER_ROWS", "COLUMN_PIECES", "MIN_INNER_ELEMENTS", "MIN_SPLIT_ELEMENTS", "ROW_ALIGNMENT",
+           "TARGET_ROWS", "ArgReducer",
            "TreeReductionRewriter", "TreeSplit", "arg_reducer", "compare_direction", "is_position_iota",
            "split_reduce", "tree_split"]

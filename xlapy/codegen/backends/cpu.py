@@ -19,7 +19,9 @@ backend (after `lower-tensors`) and after it, in the loop structure of the LLVM 
     <B: loads from %shmem>                                          for th in [0, threads): B
 
 Index values of A that B uses are computed again in B's loop (with B's `th`); any other value must go through the
-tile, as on a GPU (`_Phase`).
+tile, as on a GPU (`_Phase`). A loop at the top level whose body holds barriers (one every thread runs alike, as the
+rows of the reduction emitter's column-tile form) runs once per block, with its body's phases in thread loops
+inside each step (`_emit_loops`).
 
 `@main` only loads the pointers and calls the internal, non-inlined `@main.kernel(ptr noalias ..., i64, i64)`: the
 loops live there, where LLVM sees `noalias` (+ `dereferenceable`) arguments — the runtime never passes

@@ -20,25 +20,60 @@ variant                 XLA:GPU                                     here (the CP
 ``multi-row``           rows of at most a warp's worth: several     rows shorter than one vector of partial
                         rows per warp, one shuffle per row          accumulators: SIMD lanes are consecutive
                                                                     rows, each lane reducing its row in order
-``column``              a tile of columns read coalesced, written   SIMD lanes are consecutive kept (minor)
-                        transposed into ``xla.allocate_shared``,    elements: each lane walks its column down the
-                        ``xla.sync_threads``, read back along the   rows, a vector accumulator across the kept
-                        other axis and shuffle-reduced              dimension, every read a contiguous vector
-``small-column``        the minor kept dimension divides the        the same with as many lanes as the minor kept
-                        warp: a warp reads several columns' rows    dimension has elements (a power of two that
-                                                                    divides it)
+``column``              a tile of columns read coalesced, written   the column-tile form: SIMD lanes are
+                        transposed into ``xla.allocate_shared``,    consecutive kept (minor) elements, the block's
+                        ``xla.sync_threads``, read back along the   accumulators are a tile of
+                        other axis and shuffle-reduced              ``xla.allocate_shared``, and a loop over the
+                                                                    rows holds the threads' loop and an
+                                                                    ``xla.sync_threads``: whole rows are read, four
+                                                                    a step (below)
+``small-column``        the minor kept dimension divides the        SIMD lanes are the minor kept elements (a
+                        warp: a warp reads several columns' rows    power of two that divides them), each walking
+                                                                    its column down the rows with a vector
+                                                                    accumulator
 ======================  ==========================================  ==============================================
 
-Why no scratch tile on the CPU: the GPU transposes a column tile through shared memory because one thread must
-see all the values it combines while the warp's reads stay coalesced; a CPU thread's SIMD register already holds
-a row of the tile's columns (consecutive addresses, one contiguous load), so accumulating down the columns with
-whole-register adds is both coalesced and lane-private, and nothing crosses threads. The module therefore emits
-no ``xla.allocate_shared`` and no ``xla.sync_threads``. The column dump after ``vectorize-lanes`` reads::
+**The column-tile form** (``uses_column_tile``: the CPU, a ``column`` reduction by the fusion's only reduce, of
+one array, without side outputs; other column reductions walk down the columns as ``small-column`` does). The
+GPU transposes a column tile through shared memory so that one thread sees all the values it combines while the
+warp's reads stay coalesced. On the CPU a thread's SIMD register already holds a row of its columns, and the
+shared tile has another use: it holds the accumulators of the block's threads (up to ``COLUMN_TILE_BYTES`` of
+them), so that the loop over the rows can run outside the threads' loop. A thread that kept its accumulators in
+registers and walked its columns down rows 4 KiB apart loaded from a new page at every step and ran at about
+XLA:CPU's speed on an AMD Zen 3; the block reading whole rows, four at a time, runs at the speed of a row
+reduction. The loop holding a barrier is one every thread of the block runs alike: on a GPU the barrier only
+orders its steps, on the CPU it makes the backend run the block's threads inside each step (``_emit_loops`` in
+``xlapy/codegen/backends/cpu.py``). ``data/reduction/column.hlo`` (f32[100,70] summed over its rows)::
 
-    %acc = scf.for %row = %c0 to %cN step %c1 iter_args(%a = %init) -> (vector<16xf32>) {
-      %v = vector.transfer_read %input[...] : tensor<...xf32>, vector<16xf32>   // one row of 16 columns
-      %s = arith.addf %a, %v : vector<16xf32>
+    %accumulators = xla.allocate_shared : tensor<70xf32>
+    %0 = xla.loop (%thread_id_x, %block_id_x)[%vector_index] -> (%dim0, %dim1) in #map
+        iter_args(%iter = %accumulators) -> (tensor<70xf32>) {
+      %1 = xla.pure_call @fused_computation_init(%input) : (tensor<100x70xf32>) -> f32
+      %2 = tensor.insert %1 into %iter[%dim1] : tensor<70xf32>
+      xla.yield %2 : tensor<70xf32>
+    }
+    %3 = xla.sync_threads %0 : tensor<70xf32>
+    %7 = scf.for %row = %4 to %5 step %6 iter_args(%8 = %3) -> (tensor<70xf32>) {        // 4 rows a step
+      %9 = xla.loop (%thread_id_x, %block_id_x)[%vector_index_1] -> (%dim0_1, %dim1_1) in #map
+          iter_args(%iter_1 = %8) -> (tensor<70xf32>) {
+        %10 = tensor.extract %8[%dim1_1] : tensor<70xf32>
+        %11 = xla.pure_call @fused_computation_fold(%input, %row, %dim0_1, %10)          // rows row..row+3
+        %12 = tensor.insert %11 into %iter_1[%dim1_1] : tensor<70xf32>
+        xla.yield %12 : tensor<70xf32>
+      }
+      %13 = xla.sync_threads %9 : tensor<70xf32>
+      scf.yield %13 : tensor<70xf32>
+    }
+    %xla_loop = xla.loop (...)[%vector_index_2] -> (%dim0_2, %dim1_2) in #map iter_args(%iter_2 = %output) ... {
+      %14 = tensor.extract %7[%dim1_2] : tensor<70xf32>
+      %15 = xla.pure_call @fused_computation__epilogue_(%input, %dim0_2, %14)
       ...
+
+After ``vectorize-lanes`` and ``lower-tensors`` a step is a vector load of the thread's accumulators from the tile
+(a stack array), four vector loads of rows, four vector adds and a vector store; the CPU backend's loop nest is
+``for bl: {for th: init}; for row: {for th: fold}; for th: write``. A column reduction too large for its kept
+dimensions to give the cores enough blocks is first split by ``tree-reduction-rewriter`` into pieces of whole
+rows (f32[4096,1024] summed over its rows: eight pieces of 512 rows, then a column reduction of the eight).
 
 and a row reduction's (rows of 1024 f32: 64 partial accumulators, four 512-bit registers)::
 
@@ -71,8 +106,9 @@ SIMD width). The order, per output element (``xlapy/codegen/elemental_reduce.py`
   elements ``k, k + L, ...``, then a halving whose two operands are ordered by index, in vector code; the fold's
   loop prefetches 8 KiB ahead of its reads (``prefetch-loads``). ``elemental_reduce.py`` proves that this is bit
   for bit the sequential fold for every input, NaNs, infinities and signed zeros included.
-- every other reduction (columns, short rows, other variadic reducers, reducers of several ops): the
-  elemental order, ``acc = init``, then the reduced elements in row-major order (bit for bit the interpreter's).
+- every other reduction (columns, in either form, short rows, other variadic reducers, reducers of several
+  ops): the elemental order, ``acc = init``, then the reduced elements in row-major order (bit for bit the
+  interpreter's; the column-tile form folds four rows a step in that order).
 
 A reduction with few outputs and a large reduced dimension (a whole array summed) would leave all but one core
 idle: the HLO pass ``xlapy/transforms/tree_reduction_rewriter.py`` (XLA:GPU's ``TreeReductionRewriter``) splits it
