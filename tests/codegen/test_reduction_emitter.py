@@ -37,9 +37,10 @@ from xlapy.codegen.emitters.reduction import (
     reduction_launch,
     reduction_shape,
     side_output_map,
+    uses_column_tile,
     variant,
 )
-from xlapy.codegen.launch import thread_id_to_output_map
+from xlapy.codegen.launch import Device, thread_id_to_output_map
 from xlapy.codegen.mlir_text import print_mlir
 from xlapy.codegen.partitioner import index_shape
 from xlapy.codegen.pipeline import Dumper, emitter_name, lower_fusion
@@ -159,6 +160,87 @@ def test_sums_over_element_types_shapes_and_layouts(element_type: str, shape, ax
     expected = xlapy.evaluate(module, x)
     assert got.dtype == expected.dtype
     assert got.tobytes() == expected.tobytes()
+
+
+_COLUMN_TILE = """HloModule column_tile
+r {{ a = {t}[] parameter(0)  b = {t}[] parameter(1)  ROOT c = {t}[] {op}(a, b) }}
+f {{
+  p = {t}[{dims}]{layout} parameter(0)
+  i = {t}[] constant({init})
+  s = {t}[{kept}]{kept_layout} reduce(p, i), dimensions={{{axes}}}, to_apply=r
+  ROOT e = {t}[{kept}]{kept_layout} {epilogue}
+}}
+ENTRY e {{
+  p = {t}[{dims}]{layout} parameter(0)
+  ROOT fusion = {t}[{kept}]{kept_layout} fusion(p), kind=kLoop, calls=f
+}}
+"""
+
+_COLUMN_OPS = {"pred": ("or", "false"), "c64": ("add", "(0, 0)"), "c128": ("add", "(0, 0)"),
+               "f8e5m2": ("maximum", "-inf"), "u16": ("multiply", "1"), "s64": ("xor", "0"), "f16": ("minimum", "inf")}
+
+
+def _column_tile_module(element_type: str, shape, axes, layout: str = "", kept_layout: str = "") -> str:
+    op, init = _COLUMN_OPS.get(element_type, ("add", "0"))
+    epilogue = "copy(s)" if element_type == "pred" or element_type.startswith("u") else "negate(s)"
+    kept = ",".join(str(n) for d, n in enumerate(shape) if d not in axes)
+    return _COLUMN_TILE.format(t=element_type, dims=",".join(map(str, shape)), layout=layout, kept=kept,
+                               kept_layout=kept_layout, axes=",".join(map(str, axes)), op=op, init=init,
+                               epilogue=epilogue)
+
+
+# The column-tile form folds the rows in the elemental order (row-major over the reduced dimensions), so every
+# value, infinities, signed zeros and roundings included, is that order's bit for bit (NaN payloads apart: LLVM
+# may commute an add, and x86 keeps the first operand's NaN). The interpreter reduces in that order when numpy
+# does not sum along memory (pairwise): it is given a C-contiguous copy with the dimensions in their order in memory.
+# Rows by 4 (40), by 2 (38) and one at a time (37).
+@pytest.mark.parametrize("element_type", [
+    "f32", "bf16", "s8", "pred", "c64", "f8e5m2",  # f8e5m2: a vector of its -inf (the maximum's init value)
+    *(pytest.param(t, marks=pytest.mark.slow) for t in ("f64", "f16", "s32", "u16", "s64", "c128"))])
+@pytest.mark.parametrize(("shape", "axes", "layout", "kept_layout"), [
+    ((40, 96), (0,), "", ""),
+    ((38, 3, 64), (0,), "", ""),                  # a kept major dimension
+    ((37, 5, 2, 128), (0, 2), "", ""),            # two reduced dimensions
+    ((64, 20, 12), (2,), "{1,0,2}", "{1,0}"),     # dimension 2 is major in memory, dimension 1 minor
+])
+def test_column_tile_form_folds_rows_in_the_elemental_order(element_type: str, shape, axes, layout: str,
+                                                           kept_layout: str):
+    text = _column_tile_module(element_type, shape, axes, layout, kept_layout)
+    module = xlapy.parse_hlo(text)
+    assert uses_column_tile(reduction_fusion(only_fusion(module)), Device.host())
+    order = list(reversed(module.entry.root.operands[0].shape.layout_or_default.minor_to_major))
+    in_memory = xlapy.parse_hlo(_column_tile_module(element_type, [shape[d] for d in order],
+                                                    [order.index(a) for a in axes]))
+    executable = xlapy.compile(xlapy.parse_hlo(text), run_hlo_passes=False)
+    kept_order = np.argsort([d for d in order if d not in axes])
+    for seed in (0, 1):
+        (x,) = random_arguments(module, seed, specials=True)
+        expected = np.transpose(xlapy.evaluate(in_memory, np.ascontiguousarray(np.transpose(x, order))), kept_order)
+        assert_within_ulps(executable(x), expected, module, 0, context=f"{element_type} {shape} (seed {seed})")
+
+
+def test_the_column_tile_form_reads_whole_rows_of_large_column_sums(tmp_path):
+    """f32[4096,1024] summed over its rows: ``tree-reduction-rewriter`` makes eight pieces of 512 rows, each a block
+    of the column-tile form reading its rows 1024 columns (4 KiB) and 4 rows a step."""
+    text = """HloModule column_sums
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT c = f32[] add(a, b) }
+ENTRY e {
+  x = f32[4096,1024] parameter(0)
+  zero = f32[] constant(0)
+  ROOT sums = f32[1024] reduce(x, zero), dimensions={0}, to_apply=add
+}"""
+    executable = xlapy.compile(xlapy.parse_hlo(text), backend="cpu", dump_to=tmp_path)
+    pieces = [t for t in kernel_thunks(executable) if tuple(t.fusion.shape.dimensions) == (8, 1024)]
+    assert len(pieces) == 1 and pieces[0].blocks == 8
+    (dump,) = [p for p in tmp_path.glob("*.vectorize-lanes.mlir") if "tensor<4194304xf32>" in p.read_text()]
+    filecheck(dump.read_text(), """
+CHECK: xla.allocate_shared : tensor<1024xf32>
+CHECK: scf.for %row = %{{.*}} to %{{.*}} step %[[FOUR:.*]] iter_args
+CHECK: vector.transfer_read %{{.*}} : tensor<1024xf32>, vector<64xf32>
+CHECK-COUNT-4: vector.transfer_read %{{.*}} : tensor<4194304xf32>, vector<64xf32>
+CHECK: vector.transfer_write %{{.*}} : vector<64xf32>, tensor<1024xf32>
+CHECK: xla.sync_threads
+""", tmp_path)
 
 
 def test_row_sums_are_the_same_for_any_number_of_workers(monkeypatch):

@@ -640,10 +640,17 @@ def _constant_value(attr: Attribute, t: ir.Type) -> ir.Constant:
 @_lowers("arith.constant", "llvm.mlir.constant")
 def _arith_constant(t: _Translator, op: Operation) -> None:
     value = op.properties.get("value", op.attributes.get("value"))
-    narrow = narrow_float(op.results[0].type)
-    if narrow is not None and isinstance(value, FloatAttr):  # the bits of the value in its format
-        bits = int(np.array(value.value.data, np.float32).astype(narrow.dtype).view(np.uint8))
-        t.set(op, _constant(llvm_type(op.results[0].type), bits))
+    result_type = op.results[0].type
+    narrow = narrow_float(result_type.element_type if isinstance(result_type, VectorType) else result_type)
+    if narrow is not None and isinstance(value, FloatAttr | DenseIntOrFPElementsAttr):  # the bits in its format
+        floats = [value.value.data] if isinstance(value, FloatAttr) else list(value.get_values())
+        bits = np.array(floats, np.float32).astype(narrow.dtype).view(np.uint8).tolist()
+        llvm_result = llvm_type(result_type)
+        if isinstance(llvm_result, ir.VectorType):
+            t.set(op, ir.Constant(llvm_result, [_constant(llvm_result.element, b) for b in
+                                                (bits * llvm_result.count if len(bits) == 1 else bits)]))
+        else:
+            t.set(op, _constant(llvm_result, bits[0]))
         return
     t.set(op, _constant_value(value, llvm_type(op.results[0].type)))
 
