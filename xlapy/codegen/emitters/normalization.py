@@ -43,6 +43,10 @@ the last walk overwrites it with the outputs. For softmax over ``f32[4096,1024]`
 The output row can hold the stored value only when the fusion has a single output of that value's element type in
 a buffer of its own (not written over an operand, whose row later walks may still read).
 
+On the CPU a row's first walk reads it from memory and the later ones from the first-level cache, so every vector
+load also prefetches the line ``PREFETCH_ROWS`` row ahead (``xla.prefetch_bytes`` on ``@main``, for
+``prefetch-loads``): the next row arrives while this one's walks compute.
+
 Results are those of the interpreter bit for bit where every reduce is exact in any order (maximum, minimum, the
 integer and logical reducers); float sums are in the row reduction's order (``xlapy/codegen/emitters/
 reduction.py`` gives it and its bound), fixed by the shapes alone, so results are bitwise the same on any
@@ -75,6 +79,7 @@ from xlapy.codegen.emitters.common import (
 from xlapy.codegen.emitters.reduction import ROW_BLOCK_ELEMENTS
 from xlapy.codegen.launch import Device, LaunchDimensions, loop_launch_dimensions, thread_id_to_output_map
 from xlapy.codegen.partitioner import PartitionedComputation, Subgraph, computation_roots
+from xlapy.codegen.passes.prefetch_loads import mark_prefetch
 from xlapy.codegen.types import tensor_type
 from xlapy.errors import VerifyError
 from xlapy.hlo.ir import HloComputation, HloInstruction
@@ -90,6 +95,14 @@ from xlapy.transforms.normalization_fusion import NormalizationComputation, norm
 # (CPU time, medians of 40 runs): softmax 5.0 ms with 2, 5.5 ms with 4 (an f64 exp of 4 registers of f32 lanes
 # keeps 8 vectors in flight and spills its constants), 5.1-5.6 ms with 1; layer norm and RMS norm alike with all.
 OUTPUT_REGISTERS = 2
+# How many rows ahead of its vector loads a thread prefetches (``prefetch-loads``, on the CPU). A row's first walk
+# (its first reduce) reads it from memory, a page at a time (rows of 4 KiB: the hardware prefetchers start over at
+# every row), and the walks after it compute from the first-level cache while the memory bus idles; prefetching
+# the next row during them overlaps the two. Measured on f32[4096,1024] (bf16 for RMS norm) on an AMD Zen 3,
+# medians of 9 alternating rounds against XLA:CPU, input in the cache / evicted before each run: softmax 1.21 ->
+# 1.64 / 1.47 -> 1.86x, layer norm 7.1 -> 10.3 / 2.18 -> 2.59x, RMS norm 1.16 -> 1.41 / 1.73 -> 2.05x; two rows
+# ahead measured between the two.
+PREFETCH_ROWS = 1
 
 
 @dataclass(frozen=True)
@@ -350,8 +363,17 @@ def emit_normalization_fusion(fusion: HloInstruction, device: Device, slice_indi
     body.insert(YieldOp(written))
     builder.insert(func.ReturnOp(*rows.results))
     entry = entry_function(block, outputs)
+    if device.name == "cpu":
+        mark_prefetch(entry, PREFETCH_ROWS * _input_row_bytes(info, computation))
     finish_entry(entry, fusion, device, slice_indices)
     return ModuleOp([entry, *functions.values(), *called.functions]), launch
+
+
+def _input_row_bytes(info: NormalizationComputation, computation: HloComputation) -> int:
+    """The bytes of a row of the widest row-shaped parameter (the distance from a row to the next in memory)."""
+    widths = [ELEMENT_TYPES[p.shape.element_type].byte_width for p in computation.parameters
+              if info.shape.is_row_shaped(p.shape)]
+    return info.shape.row_elements * max(widths, default=4)
 
 
 def _row_loop(builder: Builder, info: NormalizationComputation, lanes: int, function: func.FuncOp,
