@@ -1652,6 +1652,24 @@ _lowers("llvm.alloca")(lambda t, op: None)  # hoisted by `_hoist_allocas`
 _lowers("xla.sync_threads")(lambda t, op: None)  # the phases of `_emit_loops`
 
 
+def _loop_header(t: _Translator, name: str, start: ir.Value, end: ir.Value, iv_name: str) \
+        -> tuple[ir.PhiInstr, ir.Block, ir.Block]:
+    """A loop's header block, counting from ``start`` while below ``end``: its induction variable (the latch adds
+    its increment), the header (the latch branches back to it) and the exit; the builder is left in the body."""
+    b = t.b
+    before = b.block
+    header = t.function.append_basic_block(f"{name}.header")
+    body = t.function.append_basic_block(f"{name}.body")
+    exit_block = t.function.append_basic_block(f"{name}.exit")
+    b.branch(header)
+    b.position_at_end(header)
+    iv = b.phi(I64, name=iv_name)
+    iv.add_incoming(start, before)
+    b.cbranch(b.icmp_signed("<", iv, end), body, exit_block)
+    b.position_at_end(body)
+    return iv, header, exit_block
+
+
 def _emit_loops(t: _Translator, function: func.FuncOp, threads: int) -> None:
     """bl over [block_begin, block_end), th over [0, threads); the entry function's body runs inside.
 
@@ -1683,16 +1701,7 @@ def _emit_loops(t: _Translator, function: func.FuncOp, threads: int) -> None:
     kept = dict(t.values)
     top = function.body.block
     levels = {top, *(op.body.block for op in top.ops if isinstance(op, scf.ForOp) and _holds_barrier(op))}
-    entry = b.block
-    block_header = kernel.append_basic_block("block.header")
-    exit_block = kernel.append_basic_block("exit")
-    b.branch(block_header)
-    b.position_at_end(block_header)
-    bl = b.phi(I64, name="bl")
-    bl.add_incoming(begin, entry)
-    block_body = kernel.append_basic_block("block.body")
-    b.cbranch(b.icmp_signed("<", bl, end), block_body, exit_block)
-    b.position_at_end(block_body)
+    bl, block_header, exit_block = _loop_header(t, "block", begin, end, "bl")
     # A vectorized body is already SIMD code, and a loop of fewer iterations than lanes has nothing to widen.
     width = _thread_loop_width(function)
     hint = t.scalar_lanes and threads >= width and _always_vectorizable(function)
@@ -1716,16 +1725,7 @@ def _emit_loops(t: _Translator, function: func.FuncOp, threads: int) -> None:
 
     def uniform_loop(op: scf.ForOp) -> None:
         lower, upper, step = (_constant(I64, v.owner.value.value.data) for v in (op.lb, op.ub, op.step))
-        before = b.block
-        header = kernel.append_basic_block("uniform.header")
-        body = kernel.append_basic_block("uniform.body")
-        after = kernel.append_basic_block("uniform.exit")
-        b.branch(header)
-        b.position_at_end(header)
-        iv = b.phi(I64, name="uniform.iv")
-        iv.add_incoming(lower, before)
-        b.cbranch(b.icmp_signed("<", iv, upper), body, after)
-        b.position_at_end(body)
+        iv, header, after = _loop_header(t, "uniform", lower, upper, "uniform.iv")
         values = {**kept, op.body.block.args[0]: iv}
         for segment in _segments(op.body.block):
             thread_loop(segment, values)  # type: ignore[arg-type]  # no loop nests in a loop's body
