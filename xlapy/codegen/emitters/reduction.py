@@ -387,8 +387,8 @@ def _entry_with_side_outputs(fusion: HloInstruction, info: ReductionFusion, redu
 
 def uses_column_tile(info: ReductionFusion, device: Device) -> bool:
     """Whether the CPU emits the column reduction ``info`` in the column-tile form (see the module's docstring):
-    a ``column`` reduction of one array by the fusion's only reduce, without side outputs, whose output splits
-    into whole vectors and which reduces at least ``COLUMN_TILE_MIN_ROWS`` rows."""
+    a ``column`` reduction of one array by the fusion's only reduce, without side outputs, whose threads read
+    vectors of more than one element and which reduces at least ``COLUMN_TILE_MIN_ROWS`` rows."""
     hero = info.hero
     if device.name != "cpu" or info.side_outputs or hero.shape.is_tuple or variant(hero, device) != "column":
         return False
