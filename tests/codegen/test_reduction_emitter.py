@@ -497,6 +497,16 @@ def test_side_output_map_covers_every_input_element_once(shape, axes):
     assert sorted(seen) == sorted(np.ndindex(*shape)) and set(seen.values()) == {1}
 
 
+
+def test_column_side_outputs_are_written_as_vectors(tmp_path):
+    """The side outputs' lanes are their loop's innermost: it becomes vector stores (with the lanes outermost it was
+    unrolled into a scalar store per element, 1,920 of them here, and compiled for half a minute)."""
+    fusion = only_fusion(xlapy.parse_hlo((DATA / "side_output_column.hlo").read_text()))
+    lower_fusion(fusion, Device.host(), Dumper.create(tmp_path, "vectorize-lanes"))
+    (dump,) = tmp_path.glob("*.vectorize-lanes.mlir")
+    text = dump.read_text()
+    assert "vector.transfer_write" in text and text.count("tensor.insert") < 8
+
 def _product(ranges):
     if not ranges:
         yield ()
