@@ -219,6 +219,33 @@ def test_column_tile_form_folds_rows_in_the_elemental_order(element_type: str, s
         assert_within_ulps(executable(x), expected, module, 0, context=f"{element_type} {shape} (seed {seed})")
 
 
+
+@pytest.mark.parametrize("element_type", ["bf16", "f16", "f32"])
+def test_column_tile_init_value_from_a_parameter(element_type: str):
+    """The accumulators start as a splat of an init value the kernel reads (a bf16 splat is moved as its bits:
+    x86 without AVX512-BF16 would round it through an f32 register with __truncsfbf2, which the process lacks)."""
+    text = f"""HloModule column_init
+add {{ a = {element_type}[] parameter(0)  b = {element_type}[] parameter(1)  ROOT c = {element_type}[] add(a, b) }}
+f {{
+  x = {element_type}[64,128] parameter(0)
+  i = {element_type}[] parameter(1)
+  ROOT s = {element_type}[128] reduce(x, i), dimensions={{0}}, to_apply=add
+}}
+ENTRY e {{
+  x = {element_type}[64,128] parameter(0)
+  i = {element_type}[] parameter(1)
+  ROOT fusion = {element_type}[128] fusion(x, i), kind=kLoop, calls=f
+}}"""
+    module = xlapy.parse_hlo(text)
+    assert uses_column_tile(reduction_fusion(only_fusion(module)), Device.host())
+    x, init = random_arguments(module, 0, specials=False)
+    got = xlapy.compile(xlapy.parse_hlo(text), run_hlo_passes=False)(x, init)
+    # XLA's elemental order, from the init value: the interpreter adds the init value to the rows' sum instead.
+    expected = np.full(128, init, x.dtype)
+    for row in x:
+        expected = (expected + row).astype(x.dtype)
+    assert_within_ulps(got, expected, module, 0)
+
 def test_the_column_tile_form_reads_whole_rows_of_large_column_sums(tmp_path):
     """f32[4096,1024] summed over its rows: ``tree-reduction-rewriter`` makes eight pieces of 512 rows, each a block
     of the column-tile form reading its rows 1024 columns (4 KiB) and 4 rows a step."""

@@ -1159,8 +1159,12 @@ def _vector_broadcast(t: _Translator, op: Operation) -> None:
     (x,) = t.args(op)
     if isinstance(x.type, ir.VectorType):
         raise UnimplementedError(f"cpu backend: {op.name} of a vector")
-    one = t.b.insert_element(ir.Constant(ir.VectorType(x.type, 1), ir.Undefined), x, _constant(I32, 0))
-    t.set(op, t.b.shuffle_vector(one, one, ir.Constant(ir.VectorType(I32, target.count), [0] * target.count)))
+    # A bf16 is broadcast as its bits: x86 without AVX512-BF16 would move a bfloat through an f32 register and
+    # round it back with compiler-rt's __truncsfbf2, which the process may lack.
+    words = _carried(t, x)
+    one = t.b.insert_element(ir.Constant(ir.VectorType(words.type, 1), ir.Undefined), words, _constant(I32, 0))
+    splat = t.b.shuffle_vector(one, one, ir.Constant(ir.VectorType(I32, target.count), [0] * target.count))
+    t.set(op, _uncarried(t, splat, target))
 
 
 @_lowers("vector.shuffle")
