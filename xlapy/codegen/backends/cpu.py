@@ -646,11 +646,8 @@ def _arith_constant(t: _Translator, op: Operation) -> None:
         floats = [value.value.data] if isinstance(value, FloatAttr) else list(value.get_values())
         bits = np.array(floats, np.float32).astype(narrow.dtype).view(np.uint8).tolist()
         llvm_result = llvm_type(result_type)
-        if isinstance(llvm_result, ir.VectorType):
-            t.set(op, ir.Constant(llvm_result, [_constant(llvm_result.element, b) for b in
-                                                (bits * llvm_result.count if len(bits) == 1 else bits)]))
-        else:
-            t.set(op, _constant(llvm_result, bits[0]))
+        t.set(op, _constant(llvm_result, bits[0]) if len(bits) == 1 else  # a scalar or a splat
+              ir.Constant(llvm_result, [_constant(llvm_result.element, b) for b in bits]))
         return
     t.set(op, _constant_value(value, llvm_type(op.results[0].type)))
 
@@ -1570,8 +1567,9 @@ def _recomputable(op: Operation) -> bool:
 _Segment = list[Operation] | scf.ForOp
 
 
-def _holds_barrier(op: Operation) -> bool:
-    return any(inner.name == "xla.sync_threads" for inner in op.walk())
+def _is_uniform_loop(op: Operation) -> bool:
+    """Whether ``op`` is a loop holding barriers (which every thread of the block runs alike)."""
+    return isinstance(op, scf.ForOp) and any(inner.name == "xla.sync_threads" for inner in op.walk())
 
 
 def _segments(block: Block) -> list[_Segment]:
@@ -1581,8 +1579,8 @@ def _segments(block: Block) -> list[_Segment]:
     for op in block.ops:
         if op.name == "xla.sync_threads":
             segments.append([])
-        elif isinstance(op, scf.ForOp) and _holds_barrier(op):
-            segments.extend([op, []])
+        elif _is_uniform_loop(op):
+            segments.extend([op, []])  # type: ignore[list-item]
         elif op.name != "scf.yield":
             segments[-1].append(op)  # type: ignore[union-attr]
     return [s for s in segments if not isinstance(s, list) or s]
@@ -1594,7 +1592,7 @@ def _check_barriers(function: func.FuncOp) -> None:
             raise UnimplementedError("cpu backend: xla.sync_threads inside a loop or a branch (only at the top "
                                      "level of the entry function and of the loops there)")
     for op in function.body.block.ops:
-        if isinstance(op, scf.ForOp) and _holds_barrier(op):
+        if _is_uniform_loop(op):
             if op.iter_args or op.results:
                 raise VerifyError("cpu backend: a loop holding xla.sync_threads carries values (run lower-tensors "
                                   "first)")
@@ -1704,7 +1702,7 @@ def _emit_loops(t: _Translator, function: func.FuncOp, threads: int) -> None:
     _check_barriers(function)
     kept = dict(t.values)
     top = function.body.block
-    levels = {top, *(op.body.block for op in top.ops if isinstance(op, scf.ForOp) and _holds_barrier(op))}
+    levels = {top, *(op.body.block for op in top.ops if _is_uniform_loop(op))}
     bl, block_header, exit_block = _loop_header(t, "block", begin, end, "bl")
     # A vectorized body is already SIMD code, and a loop of fewer iterations than lanes has nothing to widen.
     width = _thread_loop_width(function)
