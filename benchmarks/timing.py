@@ -31,18 +31,34 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, value
 
 
+def balanced_orders(sides: int) -> list[list[int]]:
+    """Orders of ``sides`` runs in which each side comes right after each other side equally often (a Williams
+    design: ``sides`` rows when even, twice as many when odd). Rotating one order keeps every side's predecessor
+    the same, and with it the state of the cache the side starts from (a copy of tens of MB before one side every
+    round, the other side's inputs before the other)."""
+    first, low, high = [0], 1, sides - 1
+    while low <= high:
+        first.append(low)
+        low += 1
+        if low <= high:
+            first.append(high)
+            high -= 1
+    orders = [[(k + shift) % sides for k in first] for shift in range(sides)]
+    return orders if sides % 2 == 0 else orders + [order[::-1] for order in orders]
+
+
 def time_in_turns(sides: Sequence[Callable[[], object]], rounds: int, warm_up: int = 2) -> list[list[float]]:
     """The wall times of each of ``sides`` over ``rounds`` rounds of one run each, after ``warm_up`` untimed
-    runs of each (thread pools, page faults of fresh outputs). The order rotates from round to round, so that
-    no side always runs on a cache another just warmed, and all see the machine's load alike."""
+    runs of each (thread pools, page faults of fresh outputs). The rounds take their orders in turn from
+    ``balanced_orders``, so that no side always runs on a cache another just warmed or emptied, and all see the
+    machine's load alike."""
     for _ in range(warm_up):
         for run in sides:
             run()
     times: list[list[float]] = [[] for _ in sides]
+    orders = balanced_orders(len(sides))
     for i in range(rounds):
-        order = list(range(len(sides)))
-        shift = i % len(order)
-        for k in order[shift:] + order[:shift]:
+        for k in orders[i % len(orders)]:
             start = time.perf_counter()
             sides[k]()
             times[k].append(time.perf_counter() - start)
