@@ -18,13 +18,15 @@ from llvmlite import binding as llvm
 import xlapy
 from tests.codegen.emitter_cases import only_fusion
 from tests.codegen.filecheck import filecheck
+from tools.loop_fusion_compare import assert_within_ulps, ulp_tolerance
 from xlapy.codegen.backends.cpu import CpuKernel, translate_module
+from xlapy.codegen.emitters.common import MATH_PREFETCH_BYTES
 from xlapy.codegen.emitters.loop import COPY_PREFETCH_BYTES, COPY_PREFETCH_MIN_BYTES
 from xlapy.codegen.launch import Device
 from xlapy.codegen.mlir_text import parse_mlir, print_mlir
 from xlapy.codegen.passes.lower_tensors import LowerTensorsPass
-from xlapy.codegen.passes.prefetch_loads import PREFETCH_ATTR, PREFETCH_LOCALITY_ATTR, PrefetchLoadsPass
-from xlapy.codegen.pipeline import lower_fusion, target_passes
+from xlapy.codegen.passes.prefetch_loads import ALL_LEVELS, PREFETCH_ATTR, PREFETCH_LOCALITY_ATTR, PrefetchLoadsPass
+from xlapy.codegen.pipeline import emitter_name, lower_fusion, target_passes
 
 X86 = llvm.get_process_triple().startswith("x86_64")
 DATA = Path(__file__).parent / "data" / "reduction"
@@ -128,8 +130,8 @@ def test_only_the_cpu_prefetches() -> None:
     assert "prefetch-loads" not in [p.name for p in target_passes("gpu")]
 
 
-def _prefetches(hlo: str) -> tuple[int, str]:
-    module = lower_fusion(only_fusion(xlapy.parse_hlo(hlo)), Device.host()).module
+def _prefetches(hlo: str, slice_indices: tuple[int, ...] | None = None) -> tuple[int, str]:
+    module = lower_fusion(only_fusion(xlapy.parse_hlo(hlo)), Device.host(), slice_indices=slice_indices).module
     text = print_mlir(module)
     return text.count('"llvm.intr.prefetch"'), text
 
@@ -276,3 +278,82 @@ ENTRY main {
 """
     count, text = _prefetches(hlo)
     assert count == 0 and re.search(r"llvm\.load .* -> vector<\d+xf32>", text)
+
+
+def _math_hlo(op: str) -> str:
+    """``op`` of an f32[1024,1024] parameter, times 2, in a loop fusion."""
+    return f"""HloModule math
+
+fused_computation {{
+  p = f32[1024,1024]{{1,0}} parameter(0)
+  m = f32[1024,1024]{{1,0}} {op}(p)
+  two = f32[] constant(2)
+  b = f32[1024,1024]{{1,0}} broadcast(two), dimensions={{}}
+  ROOT r = f32[1024,1024]{{1,0}} multiply(m, b)
+}}
+
+ENTRY main {{
+  x = f32[1024,1024]{{1,0}} parameter(0)
+  ROOT f = f32[1024,1024]{{1,0}} fusion(x), kind=kLoop, calls=fused_computation
+}}
+"""
+
+
+# A scan step: tanh of row i of the rows, times 2, written over row i of the carried buffer in place (the output is
+# passed in the buffer's slice: ``_IN_PLACE``).
+_SCAN_STEP = """HloModule scan_step
+
+fused_computation {
+  buffer = f32[64,4096]{1,0} parameter(0)
+  rows = f32[64,4096]{1,0} parameter(1)
+  i = s32[] parameter(2)
+  zero = s32[] constant(0)
+  row = f32[1,4096]{1,0} dynamic-slice(rows, i, zero), dynamic_slice_sizes={1,4096}
+  t = f32[1,4096]{1,0} tanh(row)
+  two = f32[] constant(2)
+  b = f32[1,4096]{1,0} broadcast(two), dimensions={}
+  m = f32[1,4096]{1,0} multiply(t, b)
+  ROOT u = f32[64,4096]{1,0} dynamic-update-slice(buffer, m, i, zero)
+}
+
+ENTRY main {
+  buffer = f32[64,4096]{1,0} parameter(0)
+  rows = f32[64,4096]{1,0} parameter(1)
+  i = s32[] parameter(2)
+  ROOT f = f32[64,4096]{1,0} fusion(buffer, rows, i), kind=kLoop, calls=fused_computation
+}
+"""
+
+
+_IN_PLACE = (0, 1, 2, 0)
+
+
+@pytest.mark.parametrize(("hlo", "slices"), [(_math_hlo("tanh"), None), (_math_hlo("exponential"), None),
+                                             (_SCAN_STEP, _IN_PLACE)],
+                         ids=["tanh", "exponential", "dynamic-update-slice"])
+def test_fusions_calling_a_math_function_prefetch_every_line_ahead(hlo: str, slices: tuple[int, ...] | None) -> None:
+    expected_emitter = "loop" if slices is None else "in_place_dynamic_update_slice"
+    assert emitter_name(only_fusion(xlapy.parse_hlo(hlo)), slices) == expected_emitter
+    count, text = _prefetches(hlo, slices)
+    assert PREFETCH_ATTR not in text
+    loads = re.findall(r"llvm\.load .* -> vector<(\d+)xf32>", text)
+    assert loads and count == sum(int(lanes) * 4 // 64 for lanes in loads)
+    prefetches = re.findall(r'llvm.getelementptr %\S+\[(\d+)\].*\n.*"llvm.intr.prefetch".*hint = (\d+)', text)
+    assert len(prefetches) == count and {int(hint) for _, hint in prefetches} == {ALL_LEVELS}
+    assert min(int(offset) for offset, _ in prefetches) == MATH_PREFETCH_BYTES
+
+
+@pytest.mark.parametrize("op", ["rsqrt", "sqrt", "negate"])
+def test_fusions_of_cheap_ops_do_not_prefetch(op: str) -> None:
+    count, text = _prefetches(_math_hlo(op))
+    assert count == 0 and PREFETCH_ATTR not in text
+
+
+def test_a_prefetching_math_fusion_computes_what_the_interpreter_does() -> None:
+    module = xlapy.parse_hlo(_SCAN_STEP)
+    rng = np.random.default_rng(0)
+    buffer, rows = (rng.standard_normal((64, 4096)).astype(np.float32) for _ in range(2))
+    executable = xlapy.compile(module, backend="cpu")
+    for i in (np.int32(0), np.int32(63), np.int32(70)):  # the last start is clamped to 63
+        expected = xlapy.evaluate(module, buffer, rows, i)
+        assert_within_ulps(executable(buffer, rows, i), expected, module, ulp_tolerance(module), context=f"i={i}")

@@ -39,6 +39,7 @@ from xlapy.codegen.emitters.common import (
     fusion_output_shapes,
     index_value,
     launch_ids,
+    prefetch_for_math,
     values_at,
 )
 from xlapy.codegen.launch import Device, LaunchDimensions, loop_launch_dimensions, thread_id_to_output_map
@@ -154,6 +155,7 @@ def emit_in_place_dynamic_update_slice_fusion(fusion: HloInstruction, device: De
     functions = [emit_subgraph_function(p, s, called) for p in partitions for s in p.subgraphs]
     entry = _entry_function(fusion, updates, values, indices, shape, launch)
     finish_entry(entry, fusion, device, slice_indices)
+    prefetch_for_math(entry, fusion, device)
     return ModuleOp([entry, *functions, *called.functions]), launch
 
 

@@ -21,7 +21,13 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import ModuleOp
 
 from xlapy.codegen.elemental_rules import CalledFunctions, emit_subgraph_function, result_types
-from xlapy.codegen.emitters.common import ENTRY_NAME, elementwise_entry_function, finish_entry, fusion_output_shapes
+from xlapy.codegen.emitters.common import (
+    ENTRY_NAME,
+    elementwise_entry_function,
+    finish_entry,
+    fusion_output_shapes,
+    prefetch_for_math,
+)
 from xlapy.codegen.launch import Device, LaunchDimensions, loop_launch_dimensions, thread_id_to_output_map
 from xlapy.codegen.partitioner import computation_roots, index_shape, partition
 from xlapy.codegen.passes.prefetch_loads import mark_prefetch
@@ -65,6 +71,8 @@ def emit_loop_fusion(fusion: HloInstruction, device: Device, slice_indices: Sequ
     finish_entry(entry, fusion, device, slice_indices)
     if device.name == "cpu" and moves_large_operand(fusion):
         mark_prefetch(entry, COPY_PREFETCH_BYTES, COPY_PREFETCH_LOCALITY)
+    else:
+        prefetch_for_math(entry, fusion, device)
     return ModuleOp([entry, *functions, *called.functions]), launch
 
 

@@ -70,6 +70,7 @@ from xlapy.codegen.elemental import FunctionEmitter
 from xlapy.codegen.elemental_rules import CalledFunctions, buffer_arguments, result_types
 from xlapy.codegen.emitters.common import (
     ENTRY_NAME,
+    MATH_LIBRARY_OPCODES,
     entry_function,
     finish_entry,
     fusion_output_shapes,
@@ -182,14 +183,6 @@ def element_map(info: NormalizationComputation, lanes: int) -> IndexingMap:
     ).simplify()
 
 
-# Opcodes the CPU computes with a math library function (dozens of instructions per element): a value computed
-# with one is stored once rather than computed again in each later walk.
-_EXPENSIVE = frozenset({
-    "atan2", "cbrt", "cosine", "erf", "exponential", "exponential-minus-one", "log", "log-plus-one", "logistic",
-    "power", "sine", "tan", "tanh",
-})
-
-
 def stored_value(info: NormalizationComputation, fusion: HloInstruction,
                  slice_indices: Sequence[int] | None = None) -> HloInstruction | None:
     """The row-shaped value the kernel writes into its output row before a reduce reads it, so that the later walks
@@ -222,7 +215,7 @@ def _computes_expensive(value: HloInstruction, info: NormalizationComputation) -
         if instr in seen or instr in info.row_values or instr.opcode == "parameter":
             continue
         seen.add(instr)
-        if instr.opcode in _EXPENSIVE:
+        if instr.opcode in MATH_LIBRARY_OPCODES:
             return True
         pending.extend(instr.operands)
     return False
