@@ -49,3 +49,19 @@ def test_a_failed_allocation_of_random_arguments_is_an_xlapy_error(monkeypatch):
     monkeypatch.setattr(fake_arguments, "fake_argument", no_memory)
     with pytest.raises(xlapy.XlapyError, match=r"^out of memory making random arguments for m$"):
         make_fake_arguments(module)
+
+
+@pytest.mark.parametrize("entry", ["evaluate", "compile"])
+def test_a_failed_allocation_converting_an_argument_is_an_xlapy_error(monkeypatch, entry: str):
+    # Converting floats for an integral parameter checks them in float64 first: twice the argument's bytes.
+    from xlapy.hlo import arguments
+
+    module = xlapy.parse_hlo("HloModule m\nENTRY e { p = s64[4] parameter(0)  ROOT n = s64[4] negate(p) }")
+    run = xlapy.evaluate if entry == "evaluate" else lambda m, *args: xlapy.compile(m)(*args)
+
+    def no_memory(*args):
+        raise MemoryError
+
+    monkeypatch.setattr(arguments, "_check_integral", no_memory)
+    with pytest.raises(xlapy.XlapyError, match=r"^out of memory converting the argument for parameter p to s64\[4\]"):
+        run(module, np.zeros(4, np.float32))

@@ -28,8 +28,9 @@ from typing import Any
 import numpy as np
 
 from xlapy.errors import XlapyError
+from xlapy.memory import out_of_memory_as_error
 from xlapy.shapes import ELEMENT_TYPES, Shape, TypeKind
-from xlapy.shapes.element_types import element_type_of_dtype
+from xlapy.shapes.element_types import ElementType, element_type_of_dtype
 
 Argument = np.ndarray | tuple
 
@@ -76,6 +77,13 @@ def check_argument(value: Any, shape: Shape, name: str) -> Argument:
                          f"{_show(shape)}: the imaginary part would be lost")
     if array.dtype == target.dtype:
         return array
+    # The checks and the conversion make arrays of the argument's size (wider ones for some checks).
+    with out_of_memory_as_error(f"converting the argument for parameter {name} to {_show(shape)}"):
+        return _converted(array, source, target, shape, name)
+
+
+def _converted(array: np.ndarray, source: TypeKind, target: ElementType, shape: Shape, name: str) -> np.ndarray:
+    """``array`` (checked to hold values of ``target``'s kind) as an array of ``target``'s dtype."""
     if target.kind in _INTEGRAL and array.size:
         _check_integral(array, source, shape.element_type, target.bit_width, target.kind, name)
     with np.errstate(all="ignore"):  # rounding to a narrower float may overflow to inf, as convert does
