@@ -2,8 +2,10 @@
 and the string constants of its tests.
 
 They are read once into ``seed_corpus.json.gz`` (``python -m tools.fuzz.seeds
---freeze [ROOT]``) and taken from there, so that the generated inputs do not
-change when the tests do: runs before and after a change see the same inputs."""
+--freeze [ROOT] [--kinds KIND ...]``) and taken from there, so that the
+generated inputs do not change when the tests do: runs before and after a
+change see the same inputs. A seed that is not a valid program must be listed
+in ``REFUSABLE_SEEDS`` of ``tests/test_fuzz_entry_points.py``."""
 
 from __future__ import annotations
 
@@ -64,18 +66,22 @@ def _files(*patterns: str) -> list[str]:
     return texts
 
 
+# The programs of the emitters' tests: loop fusions, and the fusions of each hero (reductions, transposes,
+# scatters, ...), which the CPU backend compiles and the compile target compares with the interpreter.
+FUSION_FILES = "tests/codegen/data/*/*.hlo"
+
+
 @_from("hlo_modules")
 def hlo_modules() -> tuple[str, ...]:
-    texts = _files("tests/hlo/data/*.hlo", "tests/hlo/data/verifier/*.hlo", "tests/codegen/data/loop_fusions/*.hlo",
-                   "examples/*.hlo")
+    texts = _files("tests/hlo/data/*.hlo", "tests/hlo/data/verifier/*.hlo", FUSION_FILES, "examples/*.hlo")
     texts += [s for s in _test_strings() if "ENTRY" in s and "HloModule" in s]
     return tuple(sorted(set(texts), key=len))
 
 
 @_from("loop_fusion_modules")
 def loop_fusion_modules() -> tuple[str, ...]:
-    """Modules the CPU backend compiles: one or more loop fusions in the entry."""
-    return tuple(_files("tests/codegen/data/loop_fusions/*.hlo"))
+    """Modules the CPU backend compiles: fusions in the entry (loop fusions, and those of the hero emitters)."""
+    return tuple(_files(FUSION_FILES))
 
 
 @_from("mlir_modules")
@@ -108,11 +114,12 @@ def indexing_maps() -> tuple[str, ...]:
     return tuple(sorted(set(texts), key=len))
 
 
-def freeze(root: Path) -> None:
-    """Writes the corpus read from the checkout at ``root``."""
+def freeze(root: Path, kinds: tuple[str, ...] = KINDS) -> None:
+    """Writes the corpus read from the checkout at ``root``: ``kinds`` read afresh, the others kept as frozen."""
     global REPO
     REPO = root
-    corpus = {kind: list(globals()[kind].read()) for kind in KINDS}
+    kept = _frozen() or {}
+    corpus = {kind: list(globals()[kind].read()) if kind in kinds else list(kept.get(kind, ())) for kind in KINDS}
     with gzip.GzipFile(CORPUS, "wb", mtime=0) as f:
         f.write(json.dumps(corpus, sort_keys=True).encode())
 
@@ -120,4 +127,7 @@ def freeze(root: Path) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Freeze the seed corpus from a checkout.")
     parser.add_argument("--freeze", metavar="ROOT", nargs="?", const=str(REPO), required=True)
-    freeze(Path(parser.parse_args().freeze))
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS),
+                        help="the kinds read afresh (default: all); the others stay as frozen")
+    arguments = parser.parse_args()
+    freeze(Path(arguments.freeze), tuple(arguments.kinds))
