@@ -9,7 +9,7 @@ partial accumulators do. Each order is within ``gamma(n) * M`` of the exact
 sum of ``n`` terms whose magnitudes add up to ``M`` (Higham, Accuracy and
 Stability of Numerical Algorithms, 4.2), so two orders are within twice
 that, plus the last rounding of each result: ``M`` is the result of the same
-module with every such reducer adding the magnitude of its second operand
+module with every such reducer adding the magnitudes of its operands
 (``magnitude_module``), evaluated on the same arguments. That holds where the
 sums reach the results through ops that carry their error unchanged
 (``_CARRYING``); a module whose sums feed other ops, or whose reducers do
@@ -119,14 +119,16 @@ def _callers(module: HloModule, computation: HloComputation) -> list[HloInstruct
 
 
 def magnitude_module(text: str) -> HloModule:
-    """The module of ``text`` with every float-sum reducer adding the magnitude of its second operand."""
+    """The module of ``text`` with every float-sum reducer adding the magnitudes of its operands."""
     module = xlapy.parse_hlo(text)
     reducers = {id(i.called_computations[0]): i.called_computations[0] for i in _summing_ops(module)}
     for reducer in reducers.values():
         root = reducer.root
-        term = root.operands[1]
-        magnitude = reducer.add_instruction(HloInstruction("magnitude", "abs", term.shape, [term]), before=root)
-        root.replace_operand(1, magnitude)
+        # Both: which operand is the term depends on how the interpreter pairs them (an accumulated magnitude
+        # is its own magnitude).
+        for index, operand in enumerate(list(root.operands)):
+            magnitude = HloInstruction(f"magnitude{index}", "abs", operand.shape, [operand])
+            root.replace_operand(index, reducer.add_instruction(magnitude, before=root))
     return module
 
 

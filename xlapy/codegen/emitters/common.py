@@ -37,7 +37,7 @@ MATH_LIBRARY_OPCODES = TRANSCENDENTAL_OPCODES - {"rsqrt"}
 # out-of-order window holds reach only a little ahead, and it waits for memory each time the hardware prefetchers
 # start over at a new page (``prefetch-loads``). Prefetching this far ahead hides that wait (against the same code
 # without it: gelu of f32[6,512,4096] 13.7-13.9 -> 11.1-12.4 ms; a scan writing ``tanh`` of f32[64,16384] rows by
-# dynamic-update-slice, from memory, 1.42 -> 1.24-1.28 ms; 8 KiB ahead gained about half as much). A scan writing
+# dynamic-update-slice, from memory, 1.36-1.44 -> 1.24-1.28 ms; 8 KiB ahead gained about half as much). A scan writing
 # ``2 * row``, a few instructions per vector, gained nothing.
 MATH_PREFETCH_BYTES = 16 << 10
 
