@@ -34,15 +34,25 @@ def byte_limit() -> int:
 
 
 def _available_memory() -> int:
-    """What the system reports available, capped by this process's address-space limit."""
-    available = _system_available_memory()
+    """What the system reports available, capped by this process's address-space limit: read again after
+    ``_READING_SECONDS``."""
+    global _last_reading
+    now = time.monotonic()
+    if _last_reading is not None and now - _last_reading[0] < _READING_SECONDS:
+        return _last_reading[1]
+    available = min(_read_system_available_memory(), _address_space_limit())
+    _last_reading = (now, available)
+    return available
+
+
+def _address_space_limit() -> int:
     try:
         import resource
 
         soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     except (ImportError, OSError, ValueError):
-        return available
-    return available if soft == resource.RLIM_INFINITY else min(available, soft)
+        return 1 << 62
+    return 1 << 62 if soft == resource.RLIM_INFINITY else soft
 
 
 @contextlib.contextmanager
@@ -55,20 +65,11 @@ def out_of_memory_as_error(what: str) -> Iterator[None]:
         raise XlapyError(f"out of memory {what}") from None
 
 
-# How long a reading of the system's available memory is used again: an executable called in a loop checks
-# its result buffers on every call, and reading /proc/meminfo costs tens of microseconds.
+# How long a reading of the available memory is used again: an executable called in a loop checks its result
+# buffers on every call, and reading /proc/meminfo costs tens of microseconds (the address-space limit, a system
+# call, a few).
 _READING_SECONDS = 0.1
 _last_reading: tuple[float, int] | None = None
-
-
-def _system_available_memory() -> int:
-    global _last_reading
-    now = time.monotonic()
-    if _last_reading is not None and now - _last_reading[0] < _READING_SECONDS:
-        return _last_reading[1]
-    available = _read_system_available_memory()
-    _last_reading = (now, available)
-    return available
 
 
 def _read_system_available_memory() -> int:
