@@ -10,7 +10,9 @@ sum of ``n`` terms whose magnitudes add up to ``M`` (Higham, Accuracy and
 Stability of Numerical Algorithms, 4.2), so two orders are within twice
 that, plus the last rounding of each result: ``M`` is the result of the same
 module with every such reducer adding the magnitudes of its operands
-(``magnitude_module``), evaluated on the same arguments. That holds where the
+(``magnitude_module``), evaluated on the same arguments. A worst case (about
+5e-4 of the magnitudes for 4096 f32 terms): it catches sums of the wrong
+elements, not one lost term among thousands. That holds where the
 sums reach the results through ops that carry their error unchanged
 (``_CARRYING``); a module whose sums feed other ops, or whose reducers do
 other float arithmetic, has results no bound of this kind covers:
