@@ -39,6 +39,7 @@ from tools.loop_fusion_compare import ulp_tolerance
 from xlapy.hlo import HloComputation, HloInstruction, HloModule
 from xlapy.runtime.ulps import NAN_MISMATCH, is_float_dtype, max_ulp_difference, ulp_distance
 from xlapy.shapes import ELEMENT_TYPES
+from xlapy.transforms.call_graph import CallGraph
 
 _SUMMING = ("reduce", "reduce-window")
 # Ops through which a sum reaches a result with its error unchanged in size (relabelled, copied, gathered into
@@ -106,18 +107,16 @@ def _widens(source: HloInstruction, convert: HloInstruction) -> bool:
 def uncomparable(module: HloModule) -> str:
     """Why the values of ``module``'s compiled results cannot be compared with the interpreter's ('' when they
     can): a float reduction whose order no bound covers (see the module docstring)."""
+    callers = CallGraph(module).callers
     for instr in _summing_ops(module):
-        if not _float_sum(instr.called_computations[0]):
+        reducer = instr.called_computations[0]
+        if not _float_sum(reducer):
             return f"{instr.opcode} {instr.name} reduces with other float arithmetic than one add: not compared"
         if not _reaches_results_unchanged(instr):
             return f"the float sums of {instr.opcode} {instr.name} feed other ops: not compared"
-        if any(user.opcode not in _SUMMING for user in _callers(module, instr.called_computations[0])):
+        if any(site.instruction.opcode not in _SUMMING for site in callers[id(reducer)]):
             return f"the reducer of {instr.name} is called by other ops too: not compared"
     return ""
-
-
-def _callers(module: HloModule, computation: HloComputation) -> list[HloInstruction]:
-    return [i for c in module.computations for i in c.instructions if computation in i.called_computations]
 
 
 def magnitude_module(text: str) -> HloModule:
