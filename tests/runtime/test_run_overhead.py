@@ -223,6 +223,47 @@ def test_kernels_follow_arguments_and_results_to_new_memory_without_being_prepar
         np.testing.assert_array_equal(result, x * 2)
 
 
+def test_an_argument_passed_again_is_read_as_it_is_now(monkeypatch):
+    """The arrays of the call before are not bound again, but read where they are: what the caller wrote into
+    them since counts, and other arrays in between change nothing."""
+    _, executable = _compile(SCALE)
+    rng = np.random.default_rng(0)
+    x, y = (rng.standard_normal(65536).astype(np.float32) for _ in range(2))
+    np.testing.assert_array_equal(executable(x), x * 2)
+    binds = []
+    original = ExecutionContext.bind
+    monkeypatch.setattr(ExecutionContext, "bind", lambda self, index, *rest: (binds.append(index),
+                                                                             original(self, index, *rest))[1])
+    x[::3] = 7.0
+    np.testing.assert_array_equal(executable(x), x * 2)
+    parameter_allocation = executable.assignment.slice(executable.module.entry.parameters[0], ()).allocation
+    assert parameter_allocation not in binds
+    for argument in (y, x, y):
+        np.testing.assert_array_equal(executable(argument), argument * 2)
+
+
+def test_an_argument_whose_strides_changed_in_place_is_read_by_its_new_strides():
+    _, executable = _compile("""HloModule m
+ENTRY e { x = f32[256,256] parameter(0)  ROOT n = f32[256,256] negate(x) }
+""")
+    x = np.arange(256 * 256, dtype=np.float32).reshape(256, 256)
+    np.testing.assert_array_equal(executable(x), -x)
+    with pytest.warns(DeprecationWarning):
+        x.strides = x.strides[::-1]  # the same array object, now the transpose of its memory
+    np.testing.assert_array_equal(executable(x), -x)
+    assert not x.flags.c_contiguous
+
+
+def test_a_copied_argument_is_copied_again_on_every_call():
+    _, executable = _compile("""HloModule m
+ENTRY e { x = s32[2,3] parameter(0)  ROOT n = s32[2,3] negate(x) }
+""")
+    x = np.arange(6, dtype=np.int32).reshape(2, 3)
+    np.testing.assert_array_equal(executable(x), -x)
+    x[1, 2] = 40
+    np.testing.assert_array_equal(executable(x), -x)
+
+
 def test_a_run_that_cannot_follow_drops_everything_prepared():
     context = ExecutionContext([allocate(16), allocate(16)])
     moves = []

@@ -16,7 +16,6 @@ only what depends on an argument that moved or on the fresh results is worked ou
 
 from __future__ import annotations
 
-import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -98,7 +97,8 @@ class Executable:
                         for index in sorted(handed)]
         kernel_thunks = [t for t in thunks.walk() if isinstance(t, KernelThunk)]
         self._kernels = {t.name: t.kernel for t in kernel_thunks}
-        self._lock = threading.Lock()
+        # Runs not in use. A list's pop and append are atomic: taking and giving back need no lock (an idle run
+        # too many when two calls give back at once is dropped by the next ``_give_back``, or never matters).
         self._idle: list[_Run] = []
         # Prepared runs refer back to their context: the cycle is broken as soon as the executable goes, so
         # that its allocations are freed then rather than at the next garbage collection.
@@ -137,17 +137,16 @@ class Executable:
 
     def _take_run(self) -> _Run:
         """A set of allocations (with what was prepared over them) that no other call is using."""
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        return _Run(self._allocate())
+        try:
+            return self._idle.pop()
+        except IndexError:
+            return _Run(self._allocate(), len(self._parameters))
 
     def _give_back(self, run: _Run) -> None:
-        with self._lock:
-            if len(self._idle) < _IDLE_RUNS:
-                self._idle.append(run)
-                return
-        run.context.forget()
+        if len(self._idle) < _IDLE_RUNS:
+            self._idle.append(run)
+        else:
+            run.context.forget()
 
     def _allocate(self) -> list[np.ndarray | None]:
         """A run's allocations: constants shared, the parameters arguments may stand for and the results handed
@@ -209,33 +208,35 @@ class _Run:
     from one call to the next: every call binds (or writes) its arguments, and results are handed over or
     copied out."""
 
-    def __init__(self, allocations: list[np.ndarray | None]):
+    def __init__(self, allocations: list[np.ndarray | None], leaves: int):
         # No reference back to the executable: its idle runs must not keep it alive.
         self.context = ExecutionContext(allocations)
         # The run's own buffer of each parameter allocation arguments are copied into (of those an argument may
-        # stand for, made the first time one has to be copied).
+        # stand for, made the first time one has to be copied), and its view in the parameter's logical shape.
         self._own: dict[int, np.ndarray] = {index: data for index, data in enumerate(allocations) if data is not None}
-        # The argument each parameter allocation was last bound to, with its address: an array's memory never
-        # moves (numpy 2 does not let ``data`` be set), so the same array again is the same memory.
-        self._arguments: dict[int, tuple[np.ndarray, int]] = {}
+        self._destinations: dict[int, np.ndarray] = {}
+        # Per parameter leaf, the argument its allocation is bound to (None: it was copied). An array's memory
+        # never moves (numpy 2 does not let ``data`` be set, and this reference keeps ``resize`` from moving
+        # it), so the same array again, with the same strides, is the same memory already bound: a call that
+        # passes the arrays of the one before does no work for them.
+        self._bound: list[np.ndarray | None] = [None] * leaves
 
     def __call__(self, executable: Executable, checked: Sequence) -> np.ndarray | tuple:
         context = self.context
-        for leaf in executable._parameters:
-            value = _element(checked[leaf.number], leaf.index)
-            last = self._arguments.get(leaf.allocation)
-            if last is not None and last[0] is value and leaf.usable(value):
-                address = last[1]
-            else:
-                address = leaf.caller_address(value)
+        bound = self._bound
+        for position, leaf in enumerate(executable._parameters):
+            value = checked[leaf.number]
+            if leaf.index:
+                value = _element(value, leaf.index)
+            if value is bound[position] and value.strides == leaf.strides:
+                continue
+            address = leaf.caller_address(value)
             if address is not None:
-                if not context.holds(leaf.allocation, address, leaf.nbytes):
-                    context.bind(leaf.allocation, value.reshape(-1).view(np.uint8), address)
-                self._arguments[leaf.allocation] = (value, address)
+                context.bind(leaf.allocation, value.reshape(-1).view(np.uint8), address)
+                bound[position] = value
             else:
-                self._arguments.pop(leaf.allocation, None)
-                context.bind(leaf.allocation, self._own_buffer(executable, leaf))
-                to_buffer(value, leaf.shape, context.array(leaf.slice, leaf.shape))
+                bound[position] = None
+                self._copy_in(executable, leaf, value)
         handed = {}
         try:
             for index, size, what in executable._handed:
@@ -249,14 +250,24 @@ class _Run:
             for index, _, _ in executable._handed:
                 context.bind(index, None)
 
-    def _own_buffer(self, executable: Executable, leaf: _ParameterLeaf) -> np.ndarray:
-        data = self._own.get(leaf.allocation)
-        if data is None:
+    def _copy_in(self, executable: Executable, leaf: _ParameterLeaf, value: np.ndarray) -> None:
+        """Writes the argument ``value`` into the run's own buffer of its parameter allocation."""
+        own = self._own.get(leaf.allocation)
+        if own is None:
             size = executable.assignment.allocations[leaf.allocation].size
             what = f"the buffer of parameter {leaf.number}"
             check_bytes(size, what)
-            data = self._own[leaf.allocation] = allocate(size, what)
-        return data
+            own = self._own[leaf.allocation] = allocate(size, what)
+        self.context.bind(leaf.allocation, own)
+        if not leaf.in_order:
+            to_buffer(value, leaf.shape, self.context.array(leaf.slice, leaf.shape))
+            return
+        destination = self._destinations.get(leaf.allocation)
+        if destination is None:
+            start = leaf.slice.offset
+            destination = self._destinations[leaf.allocation] = \
+                own[start:start + leaf.nbytes].view(leaf.dtype).reshape(leaf.shape.dimensions)
+        destination[...] = value
 
 
 def _forget_runs(runs: list[_Run]) -> None:
@@ -279,6 +290,9 @@ class _ParameterLeaf:
     dtype: np.dtype
     nbytes: int
     bindable: bool
+    # The strides of the arrays that can be its buffer as they are, and whether its layout is row-major.
+    strides: tuple[int, ...]
+    in_order: bool
 
     @staticmethod
     def of(assignment: BufferAssignment, parameter: HloInstruction, index: tuple[int, ...], shape: Shape,
@@ -289,10 +303,12 @@ class _ParameterLeaf:
         # A result the module's input_output_alias lets live in the parameter's buffer is written there: the
         # caller's array must not be, so it is copied in. (A parameter that merely is a result is read out.)
         written = allocation.is_output and (parameter.parameter_number, index) in aliased
+        in_order = is_default_layout(shape)
         bindable = (allocation.kind == "parameter" and not written and piece.offset == 0
-                    and allocation.size == nbytes >= IN_PLACE_BYTES and is_default_layout(shape))
-        return _ParameterLeaf(parameter.parameter_number, index, shape, piece.allocation, piece, dtype_of(shape),
-                              nbytes, bindable)
+                    and allocation.size == nbytes >= IN_PLACE_BYTES and in_order)
+        dtype = dtype_of(shape)
+        return _ParameterLeaf(parameter.parameter_number, index, shape, piece.allocation, piece, dtype, nbytes,
+                              bindable, _row_major_strides(shape.dimensions, dtype.itemsize), in_order)
 
     def usable(self, value: np.ndarray) -> bool:
         """Whether ``value`` (an array whose address is aligned) can serve as this parameter's buffer as it is."""
@@ -306,6 +322,16 @@ class _ParameterLeaf:
             return None
         address = address_of(value)
         return None if address % self.dtype.alignment else address
+
+
+def _row_major_strides(dimensions: Sequence[int], itemsize: int) -> tuple[int, ...]:
+    """The strides numpy gives a new C-contiguous array of ``dimensions``."""
+    strides = []
+    step = itemsize
+    for size in reversed(dimensions):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
 
 
 @dataclass(frozen=True)
