@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import xlapy
+from xlapy import memory
 from xlapy.hlo import fake_arguments
 from xlapy.hlo.fake_arguments import make_fake_arguments
 from xlapy.interpreter.registry import RULES
@@ -65,3 +66,16 @@ def test_a_failed_allocation_converting_an_argument_is_an_xlapy_error(monkeypatc
     monkeypatch.setattr(arguments, "_check_integral", no_memory)
     with pytest.raises(xlapy.XlapyError, match=r"^out of memory converting the argument for parameter p to s64\[4\]"):
         run(module, np.zeros(4, np.float32))
+
+
+def test_results_made_on_every_call_are_checked_against_the_memory_available_then(monkeypatch):
+    # The result (4 MiB) is handed to the caller, so each call makes it afresh: a later call, once the system
+    # reports less memory available, is refused before anything is allocated.
+    module = xlapy.parse_hlo("""HloModule m
+ENTRY e { p = f32[] parameter(0)  ROOT b = f32[1048576] broadcast(p), dimensions={} }
+""")
+    run = xlapy.compile(module)
+    np.testing.assert_array_equal(run(np.float32(2)), np.full(1048576, 2, np.float32))
+    monkeypatch.setattr(memory, "_available_memory", lambda: 1 << 20)
+    with pytest.raises(xlapy.XlapyError, match=r"^the output of broadcast b needs 4 MiB .*more than the 1 MiB"):
+        run(np.float32(2))

@@ -90,8 +90,22 @@ def check_bytes(nbytes: int, what: str) -> None:
     """Refuse ``what`` when it needs more than ``byte_limit()`` bytes."""
     limit = byte_limit()
     if nbytes > limit:
-        raise XlapyError(f"{what} needs {_human(nbytes)}, more than the {_human(limit)} available "
-                         f"(${LIMIT_VARIABLE} sets the limit)")
+        _refuse(nbytes, what, limit)
+
+
+def check_available_bytes(nbytes: int, what: str) -> None:
+    """Refuse ``what`` when it needs more than the memory the system reports available: for a buffer made again
+    and again (an executable's results, on every call) whose size ``check_bytes`` has accepted once. It costs
+    a fraction of ``check_bytes``, which looks ``$XLAPY_MAX_BYTES`` up in the environment (tens of
+    microseconds when a kernel has just evicted the caches)."""
+    available = _available_memory()
+    if nbytes > available:
+        _refuse(nbytes, what, available)
+
+
+def _refuse(nbytes: int, what: str, limit: int) -> None:
+    raise XlapyError(f"{what} needs {_human(nbytes)}, more than the {_human(limit)} available "
+                     f"(${LIMIT_VARIABLE} sets the limit)")
 
 
 def _human(nbytes: int) -> str:

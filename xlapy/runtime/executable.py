@@ -31,7 +31,7 @@ from xlapy.errors import UnimplementedError, VerifyError, XlapyError
 from xlapy.hlo.arguments import check_argument, check_arguments
 from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule, require_module
 from xlapy.hlo.opcodes import OPCODES
-from xlapy.memory import buffer_bytes, check_bytes
+from xlapy.memory import buffer_bytes, check_available_bytes, check_bytes
 from xlapy.runtime.thunk_emitter import check_runnable_computations, emit_thunks
 from xlapy.runtime.thunks.base import (
     ExecutionContext,
@@ -150,21 +150,22 @@ class Executable:
 
     def _allocate(self) -> list[np.ndarray | None]:
         """A run's allocations: constants shared, the parameters arguments may stand for and the results handed
-        over bound by each call, the others made now."""
-        unbound = {leaf.allocation for leaf in self._parameters if leaf.bindable} | \
-            {index for index, _, _ in self._handed}
+        over bound by each call, the others made now. Every size is checked against the limit here; the results
+        made on each call are checked against the available memory there."""
+        handed = {index: what for index, _, what in self._handed}
+        bindable = {leaf.allocation for leaf in self._parameters if leaf.bindable}
         allocations = []
         for allocation in self.assignment.allocations:
             constant = self._constants.get(allocation.index)
             if constant is not None:
                 allocations.append(constant)
                 continue
-            if allocation.index in unbound:
+            if allocation.index in bindable:  # the caller's memory, or made when an argument has to be copied
                 allocations.append(None)
                 continue
-            what = self._describe(allocation)
+            what = handed.get(allocation.index) or self._describe(allocation)
             check_bytes(allocation.size, what)
-            allocations.append(allocate(allocation.size, what))
+            allocations.append(None if allocation.index in handed else allocate(allocation.size, what))
         return allocations
 
     def _describe(self, allocation: BufferAllocation) -> str:
@@ -240,7 +241,7 @@ class _Run:
         handed = {}
         try:
             for index, size, what in executable._handed:
-                check_bytes(size, what)
+                check_available_bytes(size, what)
                 data, address = handed[index] = allocate_at(size, what)
                 context.bind(index, data, address)
             context.prepared(executable.thunks)()
