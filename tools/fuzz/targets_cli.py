@@ -221,7 +221,7 @@ def run_cli_run(case: dict) -> Outcome | None:
 def _check_output(target: Path, text: bytes, expected_args: dict) -> Outcome | None:
     import xlapy
     from tools.compare import leaves
-    from tools.fuzz.compare import difference, summation_slack, uncomparable
+    from tools.fuzz.compare import difference, result_slack, uncomparable
 
     module = xlapy.parse_hlo(text.decode("utf-8"))
     try:
@@ -232,7 +232,7 @@ def _check_output(target: Path, text: bytes, expected_args: dict) -> Outcome | N
         return None
     with np.load(target) as saved:
         outputs = [saved[k] for k in sorted(saved.files, key=lambda k: int(k[3:]) if k[3:].isdigit() else 0)]
-    slack = summation_slack(text.decode("utf-8"), list(expected_args.values()))
+    slack = result_slack(text.decode("utf-8"), list(expected_args.values()))
     differs = difference(tuple(outputs), tuple(leaves(reference)), module, slack)
     return wrong("run with --inputs gave another result than the interpreter on the named arrays", differs) \
         if differs else None

@@ -16,7 +16,7 @@ import numpy as np
 
 from tools.compare import leaves
 from tools.fuzz import seeds
-from tools.fuzz.compare import difference, summation_slack, uncomparable
+from tools.fuzz.compare import difference, result_slack, uncomparable
 from tools.fuzz.grammar import random_module
 from tools.fuzz.outcome import Outcome, wrong
 from tools.fuzz.targets_text import mutated
@@ -135,7 +135,7 @@ def run_compile(case: dict) -> Outcome | None:
         return None  # nothing to compare with
     if reason := uncomparable(xlapy.parse_hlo(case["text"])):
         return Outcome("ok", reason)
-    differs = difference(actual, expected, xlapy.parse_hlo(case["text"]), summation_slack(case["text"], args))
+    differs = difference(actual, expected, xlapy.parse_hlo(case["text"]), result_slack(case["text"], args))
     return wrong("compiled result differs from the interpreter", differs) if differs else None
 
 
@@ -312,7 +312,7 @@ def run_kernel_cache(case: dict) -> Outcome | None:
             args = make_fake_arguments(module, 0)
             actual = xlapy.compile(module)(*args)
             reason = uncomparable(xlapy.parse_hlo(text))
-            slack = None if reason else summation_slack(text, args)
+            slack = None if reason else result_slack(text, args)
             if not reason and (differs := difference(actual, xlapy.evaluate(xlapy.parse_hlo(text), *args),
                                                      xlapy.parse_hlo(text), slack)):
                 return wrong(f"damaged cache entry ran ({case['damage']})", differs)
