@@ -199,3 +199,22 @@ def test_a_select_on_a_compare_of_a_sum_covers_either_side_where_the_compare_may
     np.testing.assert_array_equal(slack[0][32:], sums_bound[32:] + np.abs(sums[32:]))
     assert difference(xlapy.compile(xlapy.parse_hlo(text))(x), expected, module, slack) == ""
     assert difference(xlapy.evaluate(module, x[:, ::-1].copy()), expected, module, slack) == ""
+
+
+def test_window_sums_are_allowed_their_order_bound() -> None:
+    text = """HloModule windows
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+ENTRY e { x = f32[8,4096] parameter(0)  zero = f32[] constant(0)
+          w = f32[8,4033] reduce-window(x, zero), window={size=1x64}, to_apply=add
+          ROOT t = f32[8,4033] negate(w) }
+"""
+    x = np.random.default_rng(6).standard_normal((8, 4096)).astype(np.float32) / 8
+    module = xlapy.parse_hlo(text)
+    slack = result_slack(text, [x])
+    assert uncomparable(module) == ""
+    # 2 gamma(65) times the windows' magnitudes, carried unchanged by the negation.
+    u = np.finfo(np.float32).eps / 2
+    magnitudes = np.stack([np.convolve(np.abs(row.astype(np.float64)), np.ones(64), "valid") for row in x])
+    order = 2 * (65 * u / (1 - 65 * u)) * magnitudes
+    assert np.all(slack[0] >= order) and np.all(slack[0] <= order * (1 + 1e-5) + 1e-40)
+    assert difference(xlapy.compile(xlapy.parse_hlo(text))(x), xlapy.evaluate(module, x), module, slack) == ""

@@ -212,8 +212,6 @@ def _data_operands(instr: HloInstruction) -> range:
 def _moved(instr, values, bounds, value, evaluator):
     data = _data_operands(instr)
     operands = [_zero_or(b, v) if k in data else v for k, (v, b) in enumerate(zip(values, bounds))]
-    if instr.opcode == "pad" and bounds[0] is None and bounds[1] is None:
-        return None
     return _wide(RULES[instr.opcode](instr, operands, evaluator))
 
 
@@ -331,10 +329,12 @@ def _reduce(instr, values, bounds, value, evaluator):
     if kind != "add":
         return np.maximum(np.max(terms, axis=axes, initial=0.0), init_bound)
     count = math.prod(np.shape(operand)[d] for d in axes) + 1
-    magnitude = np.sum(np.abs(_wide(operand)), axis=axes) + np.abs(_wide(init))
+    moved = np.sum(terms, axis=axes) + init_bound
+    # The terms on the compiled side are within their bounds of these: their magnitudes too.
+    magnitude = np.sum(np.abs(_wide(operand)), axis=axes) + np.abs(_wide(init)) + moved
     # Summed in float64: the largest relative rounding of these sums of positive numbers is ~count * 2^-53.
     order = 2 * _gamma(count, instr.shape.element_type) * magnitude * (1 + count * 2.0 ** -52)
-    return order + np.sum(terms, axis=axes) + init_bound + _eps(instr.shape.element_type)[1]
+    return order + moved + _eps(instr.shape.element_type)[1]
 
 
 @_rule("reduce-window")
@@ -351,4 +351,4 @@ def _reduce_window(instr, values, bounds, value, evaluator):
     gamma = _gamma(windows, instr.shape.element_type)
     scale = 1 / (1 - gamma) if gamma < 1 else math.inf
     magnitude = _wide(RULES["reduce-window"](instr, [np.abs(_wide(operand)), np.abs(_wide(init))], evaluator))
-    return (2 * gamma * magnitude + terms) * scale + _eps(instr.shape.element_type)[1]
+    return (2 * gamma * (magnitude + terms) + terms) * scale + _eps(instr.shape.element_type)[1]
