@@ -213,7 +213,8 @@ class _Run:
         # No reference back to the executable: its idle runs must not keep it alive.
         self.context = ExecutionContext(allocations)
         # The run's own buffer of each parameter allocation arguments are copied into (of those an argument may
-        # stand for, made the first time one has to be copied), and its view in the parameter's logical shape.
+        # stand for, made the first time one has to be copied), and per parameter leaf copied in, its view of
+        # that buffer in the leaf's logical shape.
         self._own: dict[int, np.ndarray] = {index: data for index, data in enumerate(allocations) if data is not None}
         self._destinations: dict[int, np.ndarray] = {}
         # Per parameter leaf, the argument its allocation is bound to (None: it was copied). An array's memory
@@ -237,7 +238,7 @@ class _Run:
                 bound[position] = value
             else:
                 bound[position] = None
-                self._copy_in(executable, leaf, value)
+                self._copy_in(executable, position, leaf, value)
         handed = {}
         try:
             for index, size, what in executable._handed:
@@ -251,8 +252,9 @@ class _Run:
             for index, _, _ in executable._handed:
                 context.bind(index, None)
 
-    def _copy_in(self, executable: Executable, leaf: _ParameterLeaf, value: np.ndarray) -> None:
-        """Writes the argument ``value`` into the run's own buffer of its parameter allocation."""
+    def _copy_in(self, executable: Executable, position: int, leaf: _ParameterLeaf, value: np.ndarray) -> None:
+        """Writes the argument ``value`` of parameter leaf ``position`` into the run's own buffer of its
+        allocation."""
         own = self._own.get(leaf.allocation)
         if own is None:
             size = executable.assignment.allocations[leaf.allocation].size
@@ -263,10 +265,10 @@ class _Run:
         if not leaf.in_order:
             to_buffer(value, leaf.shape, self.context.array(leaf.slice, leaf.shape))
             return
-        destination = self._destinations.get(leaf.allocation)
+        destination = self._destinations.get(position)
         if destination is None:
             start = leaf.slice.offset
-            destination = self._destinations[leaf.allocation] = \
+            destination = self._destinations[position] = \
                 own[start:start + leaf.nbytes].view(leaf.dtype).reshape(leaf.shape.dimensions)
         destination[...] = value
 
