@@ -218,3 +218,17 @@ ENTRY e { x = f32[8,4096] parameter(0)  zero = f32[] constant(0)
     order = 2 * (65 * u / (1 - 65 * u)) * magnitudes
     assert np.all(slack[0] >= order) and np.all(slack[0] <= order * (1 + 1e-5) + 1e-40)
     assert difference(xlapy.compile(xlapy.parse_hlo(text))(x), xlapy.evaluate(module, x), module, slack) == ""
+
+
+def test_a_compare_may_differ_only_where_its_operands_may_move_and_meet() -> None:
+    from tools.fuzz.error_bounds import _RULES
+
+    a = np.array([1.0, 1.0, 1.0, np.nan, 2.0], np.float32)
+    b = np.array([1.0, 2.0, 1.5, 0.0, 2.0], np.float32)
+    bound_a = np.array([0.0, 0.5, 0.6, 1.0, 0.0])
+    instr = xlapy.parse_hlo("""HloModule m
+ENTRY e { a = f32[5] parameter(0)  b = f32[5] parameter(1)  ROOT c = pred[5] compare(a, b), direction=EQ }
+""").entry.root
+    uncertain = _RULES["compare"](instr, [a, b], [bound_a, None], a == b, None)
+    # equal but exact; 1 apart, 0.5 of room; 0.5 apart, 0.6 of room; NaN that may move; equal, exact again
+    np.testing.assert_array_equal(uncertain, [0, 0, 1, 1, 0])

@@ -241,7 +241,9 @@ def _select(instr, values, bounds, value, evaluator):
 def _compare(instr, values, bounds, value, evaluator):
     a, b = (_wide(v) for v in values)
     reach = _zero_or(bounds[0], a) + _zero_or(bounds[1], b)
-    return (np.abs(a - b) <= reach).astype(np.float64)  # 1 where the predicate may differ
+    apart = np.abs(a - b)
+    # 1 where the predicate may differ: operands that may move, and may meet (or are NaN)
+    return ((reach > 0) & ((apart <= reach) | np.isnan(apart))).astype(np.float64)
 
 
 # -- arithmetic -----------------------------------------------------------------------------------------------------
