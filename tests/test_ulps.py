@@ -191,3 +191,15 @@ def test_error_in_epsilons_is_infinite_for_what_no_rounding_explains():
     assert error_in_epsilons(np.array([np.inf, 1.0]), np.array([1e308, 1.0])) == math.inf
     assert error_in_epsilons(np.array([np.nan, np.inf]), np.array([np.nan, np.inf])) == 0.0
     assert error_in_epsilons(np.array([0.0, 1e-300]), np.array([0.0, 0.0])) == math.inf
+
+
+@pytest.mark.parametrize("position", [0, (1 << 16) - 1, 1 << 16, 200_001])
+def test_the_largest_distance_is_found_in_every_piece_of_a_large_array(position: int):
+    # max_ulp_difference works through large arrays in pieces: the worst element counts wherever it lies.
+    expected = np.linspace(-1, 1, 200_002, dtype=np.float32).reshape(2, 100_001)
+    actual = expected.copy()
+    actual.reshape(-1)[position] = np.nextafter(np.nextafter(actual.reshape(-1)[position], np.float32(9)),
+                                                 np.float32(9))
+    assert max_ulp_difference(actual, expected) == 2
+    actual.reshape(-1)[position] = np.nan
+    assert max_ulp_difference(actual, expected) == NAN_MISMATCH
