@@ -201,16 +201,14 @@ def _rounding(instr: HloInstruction, value: Any, moved: np.ndarray) -> np.ndarra
 
 # -- data movement: the interpreter's rule on the bounds ---------------------------------------------------------
 
-def _data_operands(instr: HloInstruction) -> range:
-    """The operands whose elements become the result's (the others are indices, or a predicate)."""
-    return {"dynamic-slice": range(1), "dynamic-update-slice": range(2), "gather": range(1),
-            "pad": range(2)}.get(instr.opcode, range(len(instr.operands)))
+# The operands whose elements become the result's, where not all of them (the others are indices).
+_DATA_OPERANDS = {"dynamic-slice": range(1), "dynamic-update-slice": range(2), "gather": range(1)}
 
 
 @_rule("bitcast", "broadcast", "concatenate", "copy", "dynamic-slice", "dynamic-update-slice", "gather", "pad",
        "reshape", "reverse", "slice", "transpose")
 def _moved(instr, values, bounds, value, evaluator):
-    data = _data_operands(instr)
+    data = _DATA_OPERANDS.get(instr.opcode, range(len(instr.operands)))
     operands = [_zero_or(b, v) if k in data else v for k, (v, b) in enumerate(zip(values, bounds))]
     return _wide(RULES[instr.opcode](instr, operands, evaluator))
 
