@@ -68,14 +68,18 @@ def test_a_failed_allocation_converting_an_argument_is_an_xlapy_error(monkeypatc
         run(module, np.zeros(4, np.float32))
 
 
-def test_results_made_on_every_call_are_checked_against_the_memory_available_then(monkeypatch):
-    # The result (4 MiB) is handed to the caller, so each call makes it afresh: a later call, once the system
-    # reports less memory available, is refused before anything is allocated.
+def test_results_made_afresh_are_checked_against_the_memory_available_then(monkeypatch):
+    # The result (4 MiB) is handed to the caller: while the caller holds it, a later call makes the next one
+    # afresh, and is refused before anything is allocated once the system reports less memory available. Once
+    # the caller has dropped it, its memory is used again: a call needs nothing more.
     module = xlapy.parse_hlo("""HloModule m
 ENTRY e { p = f32[] parameter(0)  ROOT b = f32[1048576] broadcast(p), dimensions={} }
 """)
     run = xlapy.compile(module)
-    np.testing.assert_array_equal(run(np.float32(2)), np.full(1048576, 2, np.float32))
+    held = run(np.float32(2))
+    np.testing.assert_array_equal(held, np.full(1048576, 2, np.float32))
     monkeypatch.setattr(memory, "_available_memory", lambda: 1 << 20)
     with pytest.raises(xlapy.XlapyError, match=r"^the output of broadcast b needs 4 MiB .*more than the 1 MiB"):
         run(np.float32(2))
+    del held
+    np.testing.assert_array_equal(run(np.float32(3)), np.full(1048576, 3, np.float32))

@@ -205,17 +205,77 @@ def test_a_parameter_the_result_may_overwrite_is_copied_in():
     assert_same(executable(p), xlapy.evaluate(module, kept), exact_bits=True)
 
 
-def test_the_executable_keeps_no_reference_to_a_result():
-    _, executable = _compile(OUTPUTS)
+def test_a_result_outlives_its_executable_and_nothing_else_keeps_it():
+    module, executable = _compile(OUTPUTS)
     x, y = _matrices(7)
     result = executable(x, y)[0]
+    expected = xlapy.evaluate(module, x, y)[0]
+    del executable
+    gc.collect()
+    others = [np.full_like(result, -1.0) for _ in range(4)]  # would take the memory, were it freed
+    assert_same(result, expected, exact_bits=True)
     memory = result
-    while memory.base is not None:
+    while isinstance(memory.base, np.ndarray):
         memory = memory.base
     gone = weakref.ref(memory)
-    del result, memory
+    del result, memory, others
     gc.collect()
     assert gone() is None
+
+
+def test_a_result_the_caller_holds_any_part_of_is_never_written_again():
+    module, executable = _compile(OUTPUTS)
+    calls = [_matrices(20 + n) for n in range(4)]
+    first = executable(*calls[0])
+    expected = xlapy.evaluate(module, *calls[0])
+    # What is kept of each handed result: a strided slice of the first, a memoryview of a transposed second.
+    kept = [first[0][1:, ::3], memoryview(first[1].T)]
+    del first
+    for n in range(1, 4):
+        later = executable(*calls[n])
+        assert_same(later, xlapy.evaluate(module, *calls[n]), exact_bits=True)
+        assert not np.shares_memory(later[0], kept[0]) and not np.shares_memory(later[1], np.asarray(kept[1]))
+    assert_same(kept[0], expected[0][1:, ::3], exact_bits=True)
+    assert_same(np.asarray(kept[1]), expected[1].T, exact_bits=True)
+
+
+def test_the_memory_of_a_dropped_result_is_used_again():
+    module, executable = _compile(OUTPUTS)
+    first, second = _matrices(30), _matrices(31)
+    addresses = [result.ctypes.data for result in executable(*first)[:2]]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        got = executable(*second)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [result.ctypes.data for result in got[:2]] == addresses
+    assert peak < 3 * 256 * 256 * 4 + (64 << 10)  # the three results copied out (a parameter twice, m again)
+    assert_same(got, xlapy.evaluate(module, *second), exact_bits=True)
+
+
+def test_a_loop_holding_the_last_result_alternates_between_two_blocks():
+    module, executable = _compile(OUTPUTS)
+    calls = [_matrices(40 + n) for n in range(6)]
+    addresses, peaks = [], []
+    result = None
+    for call in calls:
+        tracemalloc.start()
+        try:
+            result = executable(*call)  # the last result is alive during the call
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        assert_same(result, xlapy.evaluate(module, *call), exact_bits=True)
+        addresses.append(result[0].ctypes.data)
+    assert len(set(addresses)) == 2 and addresses[0::2] == [addresses[0]] * 3
+    # From the third call on, only the three results copied out (a parameter twice, m again) are allocated.
+    assert max(peaks[2:]) < 3 * 256 * 256 * 4 + (64 << 10) < min(peaks[:2])
+    everything = [executable(*call) for call in calls]  # all held: each in memory of its own
+    for call, got in zip(calls, everything):
+        assert_same(got, xlapy.evaluate(module, *call), exact_bits=True)
+    assert len({got[0].ctypes.data for got in everything}) == len(calls)
 
 
 def test_an_argument_in_its_parameters_layout_is_not_copied():

@@ -6,12 +6,14 @@ control flow) over slices of the assigned allocations.
 Values live in raw byte allocations in the physical layout of their shapes, so bitcasts are free and kernels
 see memory exactly as XLA lays it out. As XLA runs on its caller's buffers, a large argument that already is
 its parameter's buffer (a C-contiguous array of the element type, row-major layout, elements aligned) is read
-where it is, and a large entry result that has an allocation of its own is computed into fresh memory handed
-to the caller; other arguments are copied in and other results copied out (``IN_PLACE_BYTES``). Constants
-are allocations filled once per executable. The other allocations are made on the first call and kept for
-the next ones, with every view of a slice, check of a buffer and prepared thunk worked out over them
-(``ExecutionContext.prepared``): a call, and each iteration of a loop in it, then only does the work, and
-only what depends on an argument that moved or on the fresh results is worked out again.
+where it is, and a large entry result that has an allocation of its own is computed into memory handed to
+the caller (memory of an earlier result when the caller holds nothing of it any more, see
+``xlapy.runtime.result_blocks``); other arguments are copied in and other results copied out
+(``IN_PLACE_BYTES``). Constants are allocations filled once per executable. The other allocations are made
+on the first call and kept for the next ones, with every view of a slice, check of a buffer and prepared
+thunk worked out over them (``ExecutionContext.prepared``): a call, and each iteration of a loop in it, then
+only does the work, and only what depends on an argument that moved or on new result memory is worked out
+again.
 """
 
 from __future__ import annotations
@@ -32,13 +34,13 @@ from xlapy.hlo.arguments import check_argument, check_arguments
 from xlapy.hlo.ir import HloComputation, HloInstruction, HloModule, require_module
 from xlapy.hlo.opcodes import OPCODES
 from xlapy.memory import buffer_bytes, check_available_bytes, check_bytes
+from xlapy.runtime.result_blocks import ResultBlock
 from xlapy.runtime.thunk_emitter import check_runnable_computations, emit_thunks
 from xlapy.runtime.thunks.base import (
     ExecutionContext,
     ThunkSequence,
     address_of,
     allocate,
-    allocate_at,
     dtype_of,
     from_buffer,
     is_default_layout,
@@ -198,6 +200,11 @@ def _exactly(args: tuple, exact: tuple[tuple[np.dtype, tuple[int, ...]], ...] | 
     return True
 
 
+# Result blocks kept per handed allocation: two, so that a loop assigning each call's result to the variable
+# that holds the last one (the last one still alive during the call) alternates between two blocks.
+_KEPT_RESULTS = 2
+
+
 # Arguments and results of at least this many bytes are used where they are; smaller ones are copied, which
 # costs less than preparing the thunks that use them over new memory again (a few microseconds each).
 IN_PLACE_BYTES = 1 << 18
@@ -206,8 +213,8 @@ IN_PLACE_BYTES = 1 << 18
 class _Run:
     """One set of allocations for calls of an executable, with its thunks prepared over it
     (``ExecutionContext.prepared``): made on the first call, reused by the next ones. Allocations hold nothing
-    from one call to the next: every call binds (or writes) its arguments, and results are handed over or
-    copied out."""
+    from one call to the next: every call binds (or writes) its arguments, and results are handed over (in
+    memory the caller no longer holds anything of) or copied out."""
 
     def __init__(self, allocations: list[np.ndarray | None], leaves: int):
         # No reference back to the executable: its idle runs must not keep it alive.
@@ -222,6 +229,10 @@ class _Run:
         # it), so the same array again, with the same strides, is the same memory already bound: a call that
         # passes the arrays of the one before does no work for them.
         self._bound: list[np.ndarray | None] = [None] * leaves
+        # Per allocation handed to the caller, the memory of the last results made there (newest first): used
+        # again once the caller has dropped every array of one (``ResultBlock.free``), so that calls in a loop
+        # neither allocate nor touch fresh pages.
+        self._blocks: dict[int, list[ResultBlock]] = {}
 
     def __call__(self, executable: Executable, checked: Sequence) -> np.ndarray | tuple:
         context = self.context
@@ -240,17 +251,26 @@ class _Run:
                 bound[position] = None
                 self._copy_in(executable, position, leaf, value)
         handed = {}
-        try:
-            for index, size, what in executable._handed:
-                check_available_bytes(size, what)
-                data, address = handed[index] = allocate_at(size, what)
-                context.bind(index, data, address)
-            context.prepared(executable.thunks)()
-            return _read(context, executable._result, handed)
-        finally:
-            # The caller owns the results from now on: nothing here keeps their memory.
-            for index, _, _ in executable._handed:
-                context.bind(index, None)
+        for index, size, what in executable._handed:
+            block = handed[index] = self._result_block(index, size, what)
+            context.bind(index, block.data, block.address)  # nothing to do when it is bound already
+        context.prepared(executable.thunks)()
+        return _read(context, executable._result, handed)
+
+    def _result_block(self, index: int, size: int, what: str) -> ResultBlock:
+        """Memory for handed allocation ``index``: one of the last two made for it that the caller holds nothing
+        of, else new memory."""
+        kept = self._blocks.get(index)
+        if kept is None:
+            kept = self._blocks[index] = []
+        for block in kept:
+            if block.free():
+                return block
+        check_available_bytes(size, what)
+        block = ResultBlock(size, what)
+        kept.insert(0, block)
+        del kept[_KEPT_RESULTS:]
+        return block
 
     def _copy_in(self, executable: Executable, position: int, leaf: _ParameterLeaf, value: np.ndarray) -> None:
         """Writes the argument ``value`` of parameter leaf ``position`` into the run's own buffer of its
@@ -339,9 +359,9 @@ def _row_major_strides(dimensions: Sequence[int], itemsize: int) -> tuple[int, .
 
 @dataclass(frozen=True)
 class _ResultLeaf:
-    """An array of the entry result: read out of ``slice`` (a copy), or, when ``handed``, the fresh memory of
-    its allocation itself, seen as ``dtype`` elements of ``major_to_minor`` dimensions and transposed by
-    ``order`` (None: in order), all worked out once."""
+    """An array of the entry result: read out of ``slice`` (a copy), or, when ``handed``, the memory of its
+    allocation itself (the caller's from then on), seen as ``dtype`` elements of ``major_to_minor`` dimensions
+    and transposed by ``order`` (None: in order), all worked out once."""
 
     shape: Shape
     slice: BufferSlice
@@ -383,16 +403,17 @@ def _result_leaves(assignment: BufferAssignment, root: HloInstruction, shape: Sh
 
 
 def _read(context: ExecutionContext, node: _ResultLeaf | tuple | None,
-          handed: dict[int, tuple[np.ndarray, int]]) -> np.ndarray | tuple:
-    """The result ``node`` describes, out of ``context``; ``handed`` holds this call's fresh allocations."""
+          handed: dict[int, ResultBlock]) -> np.ndarray | tuple:
+    """The result ``node`` describes, out of ``context``; ``handed`` holds the memory of this call's handed
+    allocations."""
     if node is None:
         return ()  # a token
     if isinstance(node, tuple):
         return tuple(_read(context, element, handed) for element in node)
     if node.handed:
-        # A plain order of the dimensions is handed over as a strided view of the caller's new memory, as XLA
+        # A plain order of the dimensions is handed over as a strided view of the caller's memory, as XLA
         # leaves results in their layout.
-        array = handed[node.slice.allocation][0][:node.nbytes].view(node.dtype).reshape(node.major_to_minor)
+        array = handed[node.slice.allocation].template[:node.nbytes].view(node.dtype).reshape(node.major_to_minor)
         return array if node.order is None else array.transpose(node.order)
     return from_buffer(context.array(node.slice, node.shape), node.shape)
 
