@@ -27,7 +27,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from tools.fuzz.outcome import Outcome  # noqa: E402
-from tools.fuzz.pool import Worker  # noqa: E402
+from tools.fuzz.pool import PATIENCE, Worker  # noqa: E402
 from tools.fuzz.targets import ENTRY_POINTS, run_case  # noqa: E402
 from tools.fuzz.targets_text import generate_hlo  # noqa: E402
 
@@ -270,3 +270,24 @@ def test_refusable_mlir_seeds_are_refused_by_mlir_or_not_stablehlo() -> None:
                 continue
             parsed.append(name)
     assert not parsed, f"MLIR's parser reads these seeds listed as refused: {parsed}"
+
+
+@pytest.mark.parametrize(("second_try", "expected"), [("ok", "ok"), ("hang", "hang")])
+def test_a_timed_out_input_gets_a_longer_second_try(monkeypatch, second_try: str, expected: str) -> None:
+    """An input over the timeout runs again in a fresh worker with ``PATIENCE`` times as long: if it ends then,
+    it is slow (with how long it took), not a hang; the timeout is the usual one afterwards."""
+    pool = Worker(timeout=2.0)
+    timeouts = []
+
+    def run_once(entry: str, case: dict) -> tuple[Outcome, float]:
+        timeouts.append(pool.timeout)
+        return (Outcome("hang", "timeout"), 2.0) if len(timeouts) == 1 else (Outcome(second_try), 7.5)
+
+    monkeypatch.setattr(pool, "_run_once", run_once)
+    try:
+        outcome, elapsed = pool.run("evaluate", {})
+    finally:
+        pool.close()
+    assert timeouts == [2.0, 2.0 * PATIENCE] and pool.timeout == 2.0
+    assert outcome.outcome == expected and elapsed == 7.5
+    assert outcome.extra == ({"first_try": "hang timeout", "slow_seconds": 7.5} if expected == "ok" else {})

@@ -29,7 +29,7 @@ sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tools.fuzz.minimize import shrink  # noqa: E402
 from tools.fuzz.outcome import OUTCOMES, Outcome  # noqa: E402
-from tools.fuzz.pool import Worker  # noqa: E402
+from tools.fuzz.pool import PATIENCE, Worker  # noqa: E402
 from tools.fuzz.targets import ENTRY_POINTS, case_for  # noqa: E402
 
 # Relative time per entry point: the parsers saturate quickly, running modules is slow.
@@ -67,6 +67,7 @@ def campaign(args: argparse.Namespace) -> dict:
     worker = Worker(timeout=args.timeout, memory_bytes=args.memory_mb << 20)
     table: dict[str, Counter] = {}
     failures: dict[tuple, dict] = {}
+    slow: list[dict] = []  # inputs that outlasted the timeout and finished with more time
     started = time.monotonic()
     try:
         for position, entry in enumerate(entries):
@@ -81,6 +82,9 @@ def campaign(args: argparse.Namespace) -> dict:
                 case = case_for(entry, args.seed, index)
                 outcome, _ = worker.run(entry, case)
                 counter[outcome.outcome] += 1
+                if "slow_seconds" in outcome.extra:
+                    slow.append({"entry": entry, "index": index, "seconds": outcome.extra["slow_seconds"],
+                                 "outcome": outcome.outcome})
                 if outcome.outcome not in ("ok", "clean_error"):
                     found = failures.setdefault(outcome.signature, {
                         "outcome": outcome.outcome, "type": outcome.type, "where": outcome.where,
@@ -101,7 +105,7 @@ def campaign(args: argparse.Namespace) -> dict:
         worker.close()
     return {
         "seed": args.seed, "xlapy": xlapy_file, "seconds": round(time.monotonic() - started, 1),
-        "worker_restarts": restarts, "timeout": args.timeout,
+        "worker_restarts": restarts, "timeout": args.timeout, "slow": slow,
         "table": {e: {"inputs": c["inputs"], **{o: c[o] for o in OUTCOMES}} for e, c in table.items()},
         "failures": [
             {k: (dict(v) if isinstance(v, Counter) else v) for k, v in f.items() if k not in ("case", "size")}
@@ -137,6 +141,9 @@ def format_table(report: dict) -> str:
         lines.append(entry.ljust(width) + "".join(str(row[c]).rjust(12) for c in columns))
         totals.update({c: row[c] for c in columns})
     lines.append("total".ljust(width) + "".join(str(totals[c]).rjust(12) for c in columns))
+    for item in report.get("slow", []):
+        lines += ["", f"slow, not a hang: {item['entry']}:{item['index']} outlasted the timeout, then ended "
+                      f"({item['outcome']}) in {item['seconds']} s with {PATIENCE} times as long"]
     lines += ["", f"{len(report['failures'])} distinct failures (outcome, type, innermost xlapy frame):"]
     for n, f in enumerate(report["failures"], 1):
         seen = ", ".join(f"{e} x{c}" for e, c in f["entries"].items())

@@ -20,6 +20,9 @@ from tools.fuzz.outcome import Outcome, innermost_xlapy_frame
 
 WORKER = Path(__file__).with_name("worker.py")
 
+# How many times the timeout a timed-out input gets on its second run.
+PATIENCE = 6
+
 
 class Worker:
     """One worker process, restarted after each crash or hang."""
@@ -74,14 +77,34 @@ class Worker:
 
     def run(self, entry: str, case: dict) -> tuple[Outcome, float]:
         """The outcome of one input. A crash or a hang is confirmed in a fresh
-        worker, so that it belongs to the input and not to the worker's past."""
+        worker, so that it belongs to the input and not to the worker's past; a
+        hang with ``PATIENCE`` times the timeout, so that an input that only needs
+        longer (tens of millions of elements through numpy) counts as slow
+        (``extra["slow_seconds"]``), not as stuck."""
         outcome, elapsed = self._run_once(entry, case)
-        if outcome.outcome in ("signal", "hang"):
+        if outcome.outcome == "signal":
             retried, elapsed = self._run_once(entry, case)
-            if retried.outcome not in ("signal", "hang"):
-                retried.extra["first_try"] = f"{outcome.outcome} {outcome.type}"
-            outcome = retried
-        return outcome, elapsed
+        elif outcome.outcome == "hang":
+            retried, elapsed = self._run_patiently(entry, case)
+        else:
+            return outcome, elapsed
+        if retried.outcome not in ("signal", "hang"):
+            retried.extra["first_try"] = f"{outcome.outcome} {outcome.type}"
+            if outcome.outcome == "hang":
+                retried.extra["slow_seconds"] = round(elapsed, 1)
+        return retried, elapsed
+
+    def _run_patiently(self, entry: str, case: dict) -> tuple[Outcome, float]:
+        """``case`` in a fresh worker that waits ``PATIENCE`` times the timeout (killed afterwards, so that the
+        next inputs get a worker with the usual one)."""
+        self._kill()
+        timeout = self.timeout
+        self.timeout = timeout * PATIENCE
+        try:
+            return self._run_once(entry, case)
+        finally:
+            self.timeout = timeout
+            self._kill()
 
     def _run_once(self, entry: str, case: dict) -> tuple[Outcome, float]:
         if self.process is not None and self.served >= self.recycle_every:
