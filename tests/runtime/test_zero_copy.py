@@ -255,6 +255,20 @@ def test_the_memory_of_a_dropped_result_is_used_again():
     assert_same(got, xlapy.evaluate(module, *second), exact_bits=True)
 
 
+def test_a_result_reshaped_in_place_by_its_caller_changes_no_later_result():
+    module, executable = _compile(OUTPUTS)
+    x, y = _matrices(50)
+    first = executable(x, y)[0]
+    address = first.ctypes.data
+    first.shape = (256 * 256,)
+    first.flags.writeable = False
+    del first
+    again = executable(x, y)
+    assert again[0].ctypes.data == address  # the same memory, handed as a new array
+    assert again[0].shape == (256, 256) and again[0].flags.writeable
+    assert_same(again, xlapy.evaluate(module, x, y), exact_bits=True)
+
+
 def test_a_loop_holding_the_last_result_alternates_between_two_blocks():
     module, executable = _compile(OUTPUTS)
     calls = [_matrices(40 + n) for n in range(6)]

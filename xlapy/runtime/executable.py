@@ -195,7 +195,8 @@ def _exactly(args: tuple, exact: tuple[tuple[np.dtype, tuple[int, ...]], ...] | 
     if exact is None or len(args) != len(exact):
         return False
     for arg, (dtype, dimensions) in zip(args, exact):
-        if type(arg) is not np.ndarray or arg.dtype != dtype or arg.shape != dimensions:
+        # Arrays of a native dtype share numpy's one object of it: ``is`` skips the comparison's code.
+        if type(arg) is not np.ndarray or (arg.dtype is not dtype and arg.dtype != dtype) or arg.shape != dimensions:
             return False
     return True
 
@@ -233,6 +234,8 @@ class _Run:
         # again once the caller has dropped every array of one (``ResultBlock.free``), so that calls in a loop
         # neither allocate nor touch fresh pages.
         self._blocks: dict[int, list[ResultBlock]] = {}
+        # Per result leaf copied out (by id), the memory its allocation was bound to and the leaf's view of it.
+        self._sources: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def __call__(self, executable: Executable, checked: Sequence) -> np.ndarray | tuple:
         context = self.context
@@ -255,7 +258,29 @@ class _Run:
             block = handed[index] = self._result_block(index, size, what)
             context.bind(index, block.data, block.address)  # nothing to do when it is bound already
         context.prepared(executable.thunks)()
-        return _read(context, executable._result, handed)
+        return self._read(executable._result, handed)
+
+    def _read(self, node: _ResultLeaf | tuple | None, handed: dict[int, ResultBlock]) -> np.ndarray | tuple:
+        """The result ``node`` describes; ``handed`` holds the memory of this call's handed allocations."""
+        if node is None:
+            return ()  # a token
+        if isinstance(node, tuple):
+            return tuple(self._read(element, handed) for element in node)
+        if node.handed:
+            # A plain order of the dimensions is handed over as a strided view of the caller's memory, as XLA
+            # leaves results in their layout.
+            return handed[node.slice.allocation].hand(node.nbytes, node.dtype, node.major_to_minor, node.order)
+        if not node.in_order:
+            return from_buffer(self.context.array(node.slice, node.shape), node.shape)
+        # The logical view of a result copied out is made once per memory its allocation is bound to: a call
+        # copies it, one numpy operation.
+        data = self.context.allocations[node.slice.allocation]
+        source = self._sources.get(id(node))
+        if source is None or source[0] is not data:
+            start = node.slice.offset
+            view = data[start:start + node.nbytes].view(node.dtype).reshape(node.shape.dimensions)
+            source = self._sources[id(node)] = (data, view)
+        return source[1].copy()
 
     def _result_block(self, index: int, size: int, what: str) -> ResultBlock:
         """Memory for handed allocation ``index``: one of the last two made for it that the caller holds nothing
@@ -361,24 +386,26 @@ def _row_major_strides(dimensions: Sequence[int], itemsize: int) -> tuple[int, .
 class _ResultLeaf:
     """An array of the entry result: read out of ``slice`` (a copy), or, when ``handed``, the memory of its
     allocation itself (the caller's from then on), seen as ``dtype`` elements of ``major_to_minor`` dimensions
-    and transposed by ``order`` (None: in order), all worked out once."""
+    and transposed by ``order`` (None: in order), all worked out once. ``in_order``: its layout is row-major
+    (a copy is then of ``nbytes`` bytes of ``dtype`` elements, reshaped)."""
 
     shape: Shape
     slice: BufferSlice
     handed: bool
-    nbytes: int = 0
-    dtype: np.dtype | None = None
+    nbytes: int
+    dtype: np.dtype
+    in_order: bool
     major_to_minor: tuple[int, ...] = ()
     order: tuple[int, ...] | None = None
 
     @staticmethod
     def of(shape: Shape, piece: BufferSlice, handed: bool) -> _ResultLeaf:
+        nbytes, dtype, in_order = buffer_bytes(shape), dtype_of(shape), is_default_layout(shape)
         if not handed:
-            return _ResultLeaf(shape, piece, False)
+            return _ResultLeaf(shape, piece, False, nbytes, dtype, in_order)
         permutation = major_to_minor_permutation(shape)
         order = tuple(int(d) for d in np.argsort(permutation))
-        return _ResultLeaf(shape, piece, True, buffer_bytes(shape), dtype_of(shape),
-                           tuple(shape.dimensions[d] for d in permutation),
+        return _ResultLeaf(shape, piece, True, nbytes, dtype, in_order, tuple(shape.dimensions[d] for d in permutation),
                            None if order == tuple(range(len(order))) else order)
 
 
@@ -400,22 +427,6 @@ def _result_leaves(assignment: BufferAssignment, root: HloInstruction, shape: Sh
     if hand:
         handed.add(piece.allocation)
     return _ResultLeaf.of(shape, piece, hand)
-
-
-def _read(context: ExecutionContext, node: _ResultLeaf | tuple | None,
-          handed: dict[int, ResultBlock]) -> np.ndarray | tuple:
-    """The result ``node`` describes, out of ``context``; ``handed`` holds the memory of this call's handed
-    allocations."""
-    if node is None:
-        return ()  # a token
-    if isinstance(node, tuple):
-        return tuple(_read(context, element, handed) for element in node)
-    if node.handed:
-        # A plain order of the dimensions is handed over as a strided view of the caller's memory, as XLA
-        # leaves results in their layout.
-        array = handed[node.slice.allocation].template[:node.nbytes].view(node.dtype).reshape(node.major_to_minor)
-        return array if node.order is None else array.transpose(node.order)
-    return from_buffer(context.array(node.slice, node.shape), node.shape)
 
 
 def _element(value, index: tuple[int, ...]) -> np.ndarray:

@@ -37,13 +37,31 @@ class ResultBlock:
     """``nbytes`` aligned bytes for one result allocation: ``data`` and ``address`` for the executable to bind,
     ``template`` for the arrays it hands over."""
 
-    __slots__ = ("address", "data", "template")
+    __slots__ = ("_logical", "_references", "address", "data", "template")
 
     def __init__(self, nbytes: int, what: str):
         self.data, self.address = allocate_at(nbytes, what)
         self.template = np.asarray(_Lease(self.data, self.address, nbytes))
+        # The result's array as the caller sees it, made once: each call hands a new view of it (one numpy
+        # operation, which counts when a kernel has just evicted numpy's code from the caches). Its own
+        # reference to the template counts among ``_references``, those of the block.
+        self._logical: np.ndarray | None = None
+        self._references = 2  # the attribute and ``getrefcount``'s own argument
 
     def free(self) -> bool:
         """Whether nothing but this block refers to the handed memory: no array the caller holds can see a
-        write into it. (Two references: the attribute and ``getrefcount``'s own argument.)"""
-        return sys.getrefcount(self.template) == 2
+        write into it."""
+        return sys.getrefcount(self.template) == self._references
+
+    def hand(self, nbytes: int, dtype: np.dtype, major_to_minor: tuple[int, ...],
+             order: tuple[int, ...] | None) -> np.ndarray:
+        """A new array over the block: ``dtype`` elements of ``major_to_minor`` dimensions (the physical
+        order), transposed by ``order`` (None: in order). The same arguments on every call."""
+        logical = self._logical
+        if logical is None:
+            logical = self.template[:nbytes].view(dtype).reshape(major_to_minor)
+            if order is not None:
+                logical = logical.transpose(order)
+            self._logical = logical
+            self._references = 3
+        return logical.view()
