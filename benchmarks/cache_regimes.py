@@ -65,26 +65,38 @@ def _regimes(program, rounds: int, runs: int, evict: Callable[[], None]) -> list
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.programs_vs_xla import _programs
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("programs", nargs="+", metavar="PROGRAM", help="programs of the programs benchmark")
     parser.add_argument("--rounds", type=int, default=12, help="rounds per regime (default 12)")
     parser.add_argument("--runs", type=int, default=9, help="timed runs of each side per round (default 9)")
     args = parser.parse_args(argv)
+    evict = evictor()
+    for program in chosen_programs(args.programs):
+        for line in _regimes(program, args.rounds, args.runs, evict):
+            print(line)
+    return 0
+
+
+def chosen_programs(names: list[str]) -> list:
+    """The programs of the programs benchmark called ``names`` (``programs_vs_xla.Program``s), or an exit
+    listing the names there are."""
+    from benchmarks.programs_vs_xla import _programs
+
     programs = {p.name: p for p in _programs()}
-    unknown = [n for n in args.programs if n not in programs]
+    unknown = [n for n in names if n not in programs]
     if unknown:
         raise SystemExit(f"unknown programs {unknown}; the programs are: {', '.join(sorted(programs))}")
+    return [programs[n] for n in names]
+
+
+def evictor() -> Callable[[], None]:
+    """A function writing a byte per line of ``EVICTION_BYTES``: the caches are then emptied of anything else."""
     eviction = np.ones(EVICTION_BYTES, np.uint8)
 
     def evict() -> None:
         eviction[::64] += 1
 
-    for name in args.programs:
-        for line in _regimes(programs[name], args.rounds, args.runs, evict):
-            print(line)
-    return 0
+    return evict
 
 
 if __name__ == "__main__":

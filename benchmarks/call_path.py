@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from benchmarks.cache_regimes import EVICTION_BYTES
+from benchmarks.cache_regimes import chosen_programs, evictor
 
 
 @contextlib.contextmanager
@@ -69,24 +69,16 @@ def main(argv: list[str] | None = None) -> int:
     import jax
 
     import xlapy
-    from benchmarks.programs_vs_xla import _programs, from_jax
+    from benchmarks.programs_vs_xla import from_jax
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("programs", nargs="+", metavar="PROGRAM", help="programs of the programs benchmark")
     parser.add_argument("--calls", type=int, default=60, help="timed calls per regime (default 60)")
     args = parser.parse_args(argv)
-    programs = {p.name: p for p in _programs()}
-    unknown = [n for n in args.programs if n not in programs]
-    if unknown:
-        raise SystemExit(f"unknown programs {unknown}; the programs are: {', '.join(sorted(programs))}")
-    eviction = np.ones(EVICTION_BYTES, np.uint8)
-
-    def evict() -> None:
-        eviction[::64] += 1
-
+    programs = chosen_programs(args.programs)
+    evict = evictor()
     kernel_times: list[float] = []
-    for name in args.programs:
-        program = programs[name]
+    for program in programs:
         made = program.make_args(np.random.default_rng(0), 1.0)
         arguments = jax.tree.leaves(made)
         executable = xlapy.compile(from_jax(program.fn, *made))
@@ -94,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             for regime, before in (("cached", None), ("evicted", evict)):
                 around = around_kernels(functools.partial(executable, *arguments), kernel_times, args.calls, before)
                 low, median, high = statistics.quantiles(around, n=4)
-                print(f"{name:28s} {regime:8s} around the kernels: median {median * 1e6:5.0f} µs, "
+                print(f"{program.name:28s} {regime:8s} around the kernels: median {median * 1e6:5.0f} µs, "
                       f"quartiles {low * 1e6:.0f}-{high * 1e6:.0f} µs", flush=True)
     return 0
 
