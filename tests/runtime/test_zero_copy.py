@@ -1,8 +1,9 @@
 """Executables run on their caller's arrays and hand their results over, as XLA runs on its caller's buffers:
 an argument already laid out as its parameter's buffer is read where it is (never written), and a result
 with an allocation of its own is computed into memory the caller then owns (both from ``IN_PLACE_BYTES``
-up; smaller ones are copied): new memory, or that of an earlier result the caller holds nothing of. Every result is compared with the reference interpreter;
-what may not be shared is checked with ``np.shares_memory``."""
+up; smaller ones are copied): new memory, or that of an earlier result the caller holds nothing of. Every
+result is compared with the reference interpreter; what may not be shared is checked with
+``np.shares_memory``."""
 
 from __future__ import annotations
 
